@@ -1,0 +1,68 @@
+// kjit/cache.hpp — the SQLite kernel cache: one database file, checksummed entries.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <kjit/compile.hpp>
+#include <kjit/kernel.hpp>
+
+namespace kjit {
+
+/// Bumped whenever the table layout or the meaning of a stored entry changes.
+inline constexpr int cache_schema_version = 1;
+
+/// One cached compilation.
+struct CacheEntry {
+    CacheKey key;
+    std::string readable_id;
+    std::string kernel_name;
+    std::string arch;           ///< "sm_90"
+    std::string nvrtc_version;  ///< nvrtc_version() of the compiling process
+    std::string options;        ///< canonical options, space separated
+    Compiled compiled;
+    std::int64_t created_at = 0;    ///< unix seconds
+    std::int64_t last_used_at = 0;  ///< unix seconds
+    std::int64_t hit_count = 0;
+};
+
+/// The kernel cache. Thread-safe. Never throws for a database it cannot use: it then keeps
+/// entries in memory for the life of the object and logs one warning saying why.
+class Cache {
+public:
+    static constexpr const char* file_name = "kjit.sqlite3";
+
+    /// $KJIT_CACHE_DIR; else `cache/` of the kjit repository containing the working
+    /// directory; else $XDG_CACHE_HOME/kjit; else ~/.cache/kjit.
+    [[nodiscard]] static std::filesystem::path default_directory();
+
+    /// Opens (creating if needed) `directory/kjit.sqlite3`.
+    explicit Cache(const std::filesystem::path& directory);
+    ~Cache();
+    Cache(Cache&&) noexcept;
+    Cache& operator=(Cache&&) noexcept;
+
+    /// The entry, if present and every checksum matches. A checksum mismatch counts as a miss
+    /// and logs a warning; the next store() replaces the bad row.
+    [[nodiscard]] std::optional<CacheEntry> find(const CacheKey& key);
+    /// Writes the entry in one transaction (replacing any row with the same key).
+    void store(const CacheEntry& entry);
+
+    /// Checkpoints and closes the database; later calls work from memory, without a warning.
+    /// The process-wide runtime's cache is closed this way at exit, so the file is complete.
+    void close() noexcept;
+
+    /// False when working from memory (database unusable: see the logged warning).
+    [[nodiscard]] bool persistent() const noexcept;
+    /// The database file (even when it could not be used).
+    [[nodiscard]] const std::filesystem::path& path() const noexcept;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kjit

@@ -1,0 +1,89 @@
+// kjit/compile.hpp — NVRTC compilation: targets, typed options, the ptxas resource report.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <kjit/kernel.hpp>
+
+namespace kjit {
+
+/// A compilation target: sm_80, sm_87, sm_90, sm_90a, sm_100f, …
+class Arch {
+public:
+    /// Accepts "sm_90", "sm_90a", "compute_90", "90", "9.0". Throws UsageError naming the
+    /// archs this NVRTC supports when the text is malformed or the arch unknown.
+    static Arch parse(std::string_view text);
+    constexpr Arch(int major, int minor, char suffix = '\0') noexcept
+        : major_(major), minor_(minor), suffix_(suffix) {}
+
+    [[nodiscard]] constexpr int major() const noexcept { return major_; }
+    [[nodiscard]] constexpr int minor() const noexcept { return minor_; }
+    /// '\0', or 'a' / 'f' for arch-specific / family-specific targets.
+    [[nodiscard]] constexpr char suffix() const noexcept { return suffix_; }
+    [[nodiscard]] constexpr int number() const noexcept { return major_ * 10 + minor_; }
+    [[nodiscard]] std::string name() const;  // "sm_90a"
+    friend constexpr bool operator==(Arch, Arch) = default;
+
+private:
+    int major_;
+    int minor_;
+    char suffix_;
+};
+
+/// Archs this NVRTC can compile for (nvrtcGetSupportedArchs).
+[[nodiscard]] std::vector<int> supported_arch_numbers();
+
+enum class CxxStandard { cxx17, cxx20 };
+
+/// A preprocessor definition: -D NAME=VALUE.
+struct Define {
+    std::string name;
+    std::string value;
+};
+
+/// Everything NVRTC is told. `canonical()` is the exact option list, in a fixed order; it is
+/// part of the cache key.
+struct CompileOptions {
+    Arch arch{9, 0};
+    CxxStandard standard = CxxStandard::cxx17;
+    bool line_info = false;
+    std::vector<Define> defines{};
+
+    [[nodiscard]] std::vector<std::string> canonical() const;
+};
+
+/// What ptxas reported for the entry point (--ptxas-options=-v).
+struct ResourceReport {
+    int registers = 0;
+    int spill_store_bytes = 0;
+    int spill_load_bytes = 0;
+    int shared_static_bytes = 0;
+    int stack_frame_bytes = 0;
+    int constant_bytes = 0;  ///< cmem[0]: the parameter bank
+    int barriers = 0;
+    friend bool operator==(const ResourceReport&, const ResourceReport&) = default;
+};
+
+/// Parses ptxas' verbose output for one entry function.
+[[nodiscard]] ResourceReport parse_ptxas_report(std::string_view log, std::string_view entry_point);
+
+/// The products of one NVRTC run.
+struct Compiled {
+    std::string ptx;
+    std::vector<std::byte> cubin;
+    std::string log;
+    ResourceReport resources;
+    double compile_ms = 0;
+};
+
+/// Compiles `kernel` for `options.arch` to PTX and cubin. Needs no GPU and no driver.
+/// Safe to call from many threads. Throws CompileError with the log and the source lines
+/// around the first error.
+[[nodiscard]] Compiled compile(const Kernel& kernel, const CompileOptions& options);
+
+/// "13.0 build 65be0db342ad51a0": NVRTC's version and the build id of the loaded library.
+[[nodiscard]] const std::string& nvrtc_version();
+
+}  // namespace kjit

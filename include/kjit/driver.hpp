@@ -1,0 +1,158 @@
+// kjit/driver.hpp — RAII owners over CUDA driver handles. libcuda is loaded at run time, so
+// everything here throws NoDeviceError (not a link or load failure) where no driver exists.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <kjit/compile.hpp>
+
+// Opaque driver handle types, declared exactly as cuda.h declares them.
+struct CUctx_st;
+struct CUmod_st;
+struct CUfunc_st;
+struct CUstream_st;
+struct CUevent_st;
+
+namespace kjit {
+namespace detail { struct DeviceRecord; }
+
+struct Dim3 {
+    unsigned x = 1;
+    unsigned y = 1;
+    unsigned z = 1;
+};
+
+/// Why launching is impossible here ("no CUDA driver: …", "no CUDA device"), or empty.
+[[nodiscard]] std::string device_unavailable_reason();
+/// Number of CUDA devices; 0 where there is no driver.
+[[nodiscard]] int device_count() noexcept;
+
+/// A device and its retained primary context (retained on first use, kept for the process).
+class Device {
+public:
+    /// Throws NoDeviceError when there is no driver or no such device.
+    static Device get(int ordinal = 0);
+
+    [[nodiscard]] int ordinal() const noexcept;
+    [[nodiscard]] const std::string& name() const noexcept;
+    [[nodiscard]] Arch arch() const noexcept;
+    [[nodiscard]] int multiprocessor_count() const noexcept;
+    /// Largest dynamic + static shared memory one block may opt into.
+    [[nodiscard]] int max_shared_bytes_per_block() const noexcept;
+    [[nodiscard]] CUctx_st* context() const noexcept;
+    /// Makes the primary context current on the calling thread (cheap if it already is).
+    void make_current() const;
+    void synchronize() const;
+
+private:
+    explicit Device(const detail::DeviceRecord* record) noexcept : record_(record) {}
+    const detail::DeviceRecord* record_;
+};
+
+/// An owned (or borrowed) stream on one device.
+class Stream {
+public:
+    explicit Stream(const Device& device);
+    /// Wraps a stream someone else owns (e.g. a framework's); it is not destroyed here.
+    static Stream borrow(const Device& device, CUstream_st* handle) noexcept;
+    ~Stream();
+    Stream(Stream&& other) noexcept;
+    Stream& operator=(Stream&& other) noexcept;
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+
+    [[nodiscard]] CUstream_st* handle() const noexcept { return handle_; }
+    [[nodiscard]] const Device& device() const noexcept { return device_; }
+    void synchronize() const;
+
+private:
+    Stream(const Device& device, CUstream_st* handle, bool owned) noexcept
+        : device_(device), handle_(handle), owned_(owned) {}
+    Device device_;
+    CUstream_st* handle_ = nullptr;
+    bool owned_ = false;
+};
+
+/// Device memory.
+class DeviceBuffer {
+public:
+    DeviceBuffer(const Device& device, std::size_t bytes);
+    ~DeviceBuffer();
+    DeviceBuffer(DeviceBuffer&& other) noexcept;
+    DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+    /// The device address as a typed pointer, for kernel arguments.
+    template <class T>
+    [[nodiscard]] T* as() const noexcept {
+        return reinterpret_cast<T*>(static_cast<std::uintptr_t>(address_));
+    }
+    [[nodiscard]] std::uint64_t address() const noexcept { return address_; }
+    [[nodiscard]] std::size_t size_bytes() const noexcept { return bytes_; }
+
+    /// Synchronous copies; the byte ranges are checked against the buffer's size.
+    void upload(std::span<const std::byte> host, std::size_t offset = 0);
+    void download(std::span<std::byte> host, std::size_t offset = 0) const;
+    template <class T>
+    void upload(std::span<const T> host, std::size_t offset = 0) { upload(std::as_bytes(host), offset); }
+    template <class T>
+    void download(std::span<T> host, std::size_t offset = 0) const { download(std::as_writable_bytes(host), offset); }
+
+private:
+    Device device_;
+    std::uint64_t address_ = 0;
+    std::size_t bytes_ = 0;
+};
+
+/// A timing event.
+class Event {
+public:
+    explicit Event(const Device& device);
+    ~Event();
+    Event(Event&& other) noexcept;
+    Event& operator=(Event&& other) noexcept;
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+
+    void record(const Stream& stream);
+    void synchronize() const;
+    /// Milliseconds between two recorded, completed events.
+    [[nodiscard]] static float elapsed_ms(const Event& start, const Event& end);
+    [[nodiscard]] CUevent_st* handle() const noexcept { return handle_; }
+
+private:
+    Device device_;
+    CUevent_st* handle_ = nullptr;
+};
+
+/// How a module's code got onto the device.
+enum class LoadPath { cubin, ptx };
+
+/// A loaded module (cuModuleLoadDataEx). Tries the cubin first; if its arch does not fit the
+/// device, JIT-compiles the PTX through the driver.
+class Module {
+public:
+    Module(const Device& device, std::span<const std::byte> cubin, std::string_view ptx);
+    ~Module();
+    Module(Module&& other) noexcept;
+    Module& operator=(Module&& other) noexcept;
+    Module(const Module&) = delete;
+    Module& operator=(const Module&) = delete;
+
+    /// Throws CudaError naming the symbol if it is not in the module.
+    [[nodiscard]] CUfunc_st* function(const std::string& name) const;
+    [[nodiscard]] LoadPath load_path() const noexcept { return path_; }
+    [[nodiscard]] const Device& device() const noexcept { return device_; }
+
+private:
+    Device device_;
+    CUmod_st* handle_ = nullptr;
+    LoadPath path_ = LoadPath::cubin;
+};
+
+}  // namespace kjit

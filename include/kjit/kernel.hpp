@@ -1,0 +1,148 @@
+// kjit/kernel.hpp — a kernel object: name, compile-time constants, parameter signature, sources.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+namespace kjit {
+
+struct CompileOptions;
+struct LaunchConfig;
+class Stream;
+class Arg;
+namespace detail { struct KernelState; }
+
+/// Element and scalar types a kernel parameter or type constant may have.
+enum class Scalar : std::uint8_t { boolean, u8, i32, i64, u32, u64, f16, bf16, f32, f64 };
+
+/// "f32", "bf16", "bool", … (used in readable ids and messages).
+[[nodiscard]] std::string_view short_name(Scalar s) noexcept;
+/// The CUDA C++ spelling NVRTC sees: "float", "long long", "kjit::f16", …
+[[nodiscard]] std::string_view cuda_type(Scalar s) noexcept;
+
+/// A parameter type: a pointer to f32/f16/bf16/i32/i64/u8, or a scalar i32/i64/u32/u64/f32/f64/bool.
+struct ParamType {
+    Scalar scalar;
+    bool pointer = false;
+    friend constexpr bool operator==(ParamType, ParamType) = default;
+};
+[[nodiscard]] std::string to_string(ParamType t);  // "f32*", "i32"
+
+namespace detail {
+template <class T> struct scalar_of;
+template <> struct scalar_of<bool> { static constexpr Scalar value = Scalar::boolean; };
+template <> struct scalar_of<std::uint8_t> { static constexpr Scalar value = Scalar::u8; };
+template <> struct scalar_of<std::int32_t> { static constexpr Scalar value = Scalar::i32; };
+template <> struct scalar_of<std::int64_t> { static constexpr Scalar value = Scalar::i64; };
+template <> struct scalar_of<std::uint32_t> { static constexpr Scalar value = Scalar::u32; };
+template <> struct scalar_of<std::uint64_t> { static constexpr Scalar value = Scalar::u64; };
+template <> struct scalar_of<float> { static constexpr Scalar value = Scalar::f32; };
+template <> struct scalar_of<double> { static constexpr Scalar value = Scalar::f64; };
+}  // namespace detail
+
+/// Host-side storage types for f16 / bf16 device pointers (kjit never does arithmetic on them).
+struct f16 { std::uint16_t bits; };
+struct bf16 { std::uint16_t bits; };
+namespace detail {
+template <> struct scalar_of<kjit::f16> { static constexpr Scalar value = Scalar::f16; };
+template <> struct scalar_of<kjit::bf16> { static constexpr Scalar value = Scalar::bf16; };
+
+template <class T> struct param_type_of {
+    static constexpr ParamType value{scalar_of<T>::value, false};
+};
+template <class T> struct param_type_of<T*> {
+    static constexpr ParamType value{scalar_of<std::remove_const_t<T>>::value, true};
+};
+}  // namespace detail
+
+/// C++ types that map to a kernel parameter type.
+template <class T>
+concept kernel_scalar = requires { detail::scalar_of<T>::value; };
+template <class T>
+concept kernel_argument =
+    kernel_scalar<T> || (std::is_pointer_v<T> && kernel_scalar<std::remove_cv_t<std::remove_pointer_t<T>>>);
+
+/// The ParamType of a C++ argument type: `float*` → f32*, `std::int32_t` → i32.
+template <kernel_argument T>
+inline constexpr ParamType param_type_v = detail::param_type_of<T>::value;
+
+/// One entry of the parameter signature.
+struct Param {
+    std::string name;
+    ParamType type;
+};
+
+/// A compile-time constant: becomes a template argument of the kernel body.
+struct Constant {
+    std::string name;
+    std::variant<std::int64_t, bool, Scalar> value;
+};
+
+/// 128-bit content hash identifying one compiled binary (XXH3-128).
+struct CacheKey {
+    std::uint64_t high = 0;
+    std::uint64_t low = 0;
+    friend constexpr bool operator==(const CacheKey&, const CacheKey&) = default;
+    [[nodiscard]] std::string hex() const;  // 32 lowercase hex digits
+};
+
+/// A named source file handed to NVRTC (a header the kernel includes from kernels_src).
+struct SourceFile {
+    std::string name;
+    std::string content;
+};
+
+/// Everything that defines a kernel except its body source.
+struct KernelSpec {
+    std::string name;                    ///< body template name; its file is kernels_src/<name>.cu
+    std::vector<Constant> constants;     ///< template arguments of the body, in order
+    std::vector<Param> params;           ///< entry-point parameters, in order
+    unsigned max_threads_per_block = 0;  ///< > 0: `__launch_bounds__` on the entry point
+};
+
+/// A kernel ready to compile and launch. Cheap to copy (copies share the immutable state and
+/// the resolved-function memo). Construction validates the spec and throws UsageError.
+class Kernel {
+public:
+    /// Body from kernels_src/<name>.cu: embedded at build time, or read from $KJIT_KERNELS_DIR.
+    explicit Kernel(KernelSpec spec);
+    /// Body supplied by the caller (a kernel that does not ship with kjit).
+    Kernel(KernelSpec spec, std::string body_source);
+
+    [[nodiscard]] const std::string& name() const noexcept;
+    /// Readable id: name, pointer dtypes, constant values, joined by "__". Not the cache key.
+    [[nodiscard]] const std::string& id() const noexcept;
+    [[nodiscard]] const std::string& kernel_source() const noexcept;
+    [[nodiscard]] const std::string& entry_point_source() const noexcept;
+    /// kernel_source() + "\n\n" + entry_point_source(): what NVRTC compiles.
+    [[nodiscard]] const std::string& source() const noexcept;
+    [[nodiscard]] const std::string& entry_point_name() const noexcept;
+    [[nodiscard]] const std::vector<Constant>& constants() const noexcept;
+    [[nodiscard]] const std::vector<Param>& params() const noexcept;
+    [[nodiscard]] unsigned max_threads_per_block() const noexcept;
+    /// Headers from kernels_src that source() includes, directly or not.
+    [[nodiscard]] const std::vector<SourceFile>& headers() const noexcept;
+
+    /// The cache key for these options; computed once per kernel object and options.
+    [[nodiscard]] CacheKey key(const CompileOptions& options) const;
+
+    /// Launches through the process-wide Runtime, checking count and types of `args`
+    /// against params() before anything reaches the driver. Does not synchronise.
+    void launch(const Stream& stream, const LaunchConfig& config, std::span<const Arg> args) const;
+
+    [[nodiscard]] const detail::KernelState& state() const noexcept { return *state_; }
+
+protected:
+    /// Launch with arguments already packed and checked (typed wrappers use this).
+    void launch_packed(const Stream& stream, const LaunchConfig& config, void** args) const;
+
+private:
+    std::shared_ptr<detail::KernelState> state_;
+};
+
+}  // namespace kjit

@@ -1,0 +1,11 @@
+// kjit/kjit.hpp — everything a user of kjit includes.
+#pragma once
+#include <kjit/args.hpp>
+#include <kjit/cache.hpp>
+#include <kjit/compile.hpp>
+#include <kjit/driver.hpp>
+#include <kjit/error.hpp>
+#include <kjit/kernel.hpp>
+#include <kjit/log.hpp>
+#include <kjit/registry.hpp>
+#include <kjit/runtime.hpp>

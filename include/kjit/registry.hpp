@@ -1,0 +1,22 @@
+// kjit/registry.hpp — the kernels that ship with kjit and their valid configurations.
+#pragma once
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include <kjit/kernel.hpp>
+
+namespace kjit {
+
+/// A shipped kernel and every configuration of its constants that is valid. Warming a cache
+/// and the across-configuration tests iterate over exactly this list.
+struct KernelFamily {
+    std::string_view name;
+    std::string_view summary;
+    std::function<std::vector<Kernel>()> configurations;
+};
+
+[[nodiscard]] std::span<const KernelFamily> shipped_kernels();
+
+}  // namespace kjit

@@ -1,0 +1,7 @@
+// Index helpers shared by kernels: 64-bit so large tensors never overflow int32 arithmetic.
+#pragma once
+
+namespace kjit {
+__device__ __forceinline__ long long block_index() { return blockIdx.x; }
+__device__ __forceinline__ long long grid_blocks() { return gridDim.x; }
+}  // namespace kjit

@@ -1,0 +1,186 @@
+// Step 1 — the kernel object: validate the spec, generate the entry point, name it.
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+#include <kjit/compile.hpp>
+#include <kjit/error.hpp>
+#include <kjit/kernel.hpp>
+
+#include "cache_key.hpp"
+#include "kernel_sources.hpp"
+#include "kernel_state.hpp"
+
+namespace kjit {
+
+std::string_view short_name(Scalar s) noexcept {
+    switch (s) {
+        case Scalar::boolean: return "bool";
+        case Scalar::u8: return "u8";
+        case Scalar::i32: return "i32";
+        case Scalar::i64: return "i64";
+        case Scalar::u32: return "u32";
+        case Scalar::u64: return "u64";
+        case Scalar::f16: return "f16";
+        case Scalar::bf16: return "bf16";
+        case Scalar::f32: return "f32";
+        case Scalar::f64: return "f64";
+    }
+    return "?";
+}
+
+std::string_view cuda_type(Scalar s) noexcept {
+    switch (s) {
+        case Scalar::boolean: return "bool";
+        case Scalar::u8: return "unsigned char";
+        case Scalar::i32: return "int";
+        case Scalar::i64: return "long long";
+        case Scalar::u32: return "unsigned int";
+        case Scalar::u64: return "unsigned long long";
+        case Scalar::f16: return "kjit::f16";
+        case Scalar::bf16: return "kjit::bf16";
+        case Scalar::f32: return "float";
+        case Scalar::f64: return "double";
+    }
+    return "?";
+}
+
+std::string to_string(ParamType t) {
+    return fmt::format("{}{}", short_name(t.scalar), t.pointer ? "*" : "");
+}
+
+namespace {
+
+bool is_identifier(std::string_view s) {
+    auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+    auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    return !s.empty() && alpha(s[0]) && std::all_of(s.begin(), s.end(), [&](char c) { return alpha(c) || digit(c); });
+}
+
+bool allowed(ParamType t) {
+    using enum Scalar;
+    static constexpr Scalar pointees[] = {f32, f16, bf16, i32, i64, u8};
+    static constexpr Scalar scalars[] = {i32, i64, u32, u64, f32, f64, boolean};
+    const auto& set = t.pointer ? std::span<const Scalar>(pointees) : std::span<const Scalar>(scalars);
+    return std::find(set.begin(), set.end(), t.scalar) != set.end();
+}
+
+void validate(const KernelSpec& spec) {
+    if (!is_identifier(spec.name))
+        throw UsageError(fmt::format("kernel name '{}' is not a C identifier: use letters, digits and '_'", spec.name));
+    std::set<std::string> seen;
+    for (const auto& c : spec.constants) {
+        if (!is_identifier(c.name))
+            throw UsageError(fmt::format("constant '{}' of kernel '{}' is not a C identifier", c.name, spec.name));
+        if (!seen.insert(c.name).second)
+            throw UsageError(fmt::format("constant '{}' is given twice for kernel '{}': give each constant once",
+                                         c.name, spec.name));
+    }
+    seen.clear();
+    if (spec.params.empty())
+        throw UsageError(fmt::format("kernel '{}' has no parameters: declare its signature", spec.name));
+    for (const auto& p : spec.params) {
+        if (!is_identifier(p.name))
+            throw UsageError(fmt::format("parameter '{}' of kernel '{}' is not a C identifier", p.name, spec.name));
+        if (!seen.insert(p.name).second)
+            throw UsageError(fmt::format("parameter '{}' appears twice in kernel '{}'", p.name, spec.name));
+        if (!allowed(p.type))
+            throw UsageError(fmt::format(
+                "parameter '{}' of kernel '{}' has type {}: pointers must point to f32, f16, bf16, i32, i64 or u8, "
+                "and scalars must be i32, i64, u32, u64, f32, f64 or bool",
+                p.name, spec.name, to_string(p.type)));
+    }
+    if (spec.max_threads_per_block > 1024)
+        throw UsageError(fmt::format("kernel '{}' asks for max_threads_per_block {}: CUDA allows at most 1024",
+                                     spec.name, spec.max_threads_per_block));
+}
+
+/// The template argument / id text of a constant.
+std::string constant_text(const Constant& c, bool for_cuda) {
+    return std::visit(
+        [&](const auto& v) -> std::string {
+            using V = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<V, bool>) return v ? "true" : "false";
+            else if constexpr (std::is_same_v<V, Scalar>) return std::string(for_cuda ? cuda_type(v) : short_name(v));
+            else return (for_cuda && (v > INT32_MAX || v < INT32_MIN)) ? fmt::format("{}LL", v) : fmt::format("{}", v);
+        },
+        c.value);
+}
+
+bool uses_16bit_floats(const KernelSpec& spec) {
+    auto is16 = [](Scalar s) { return s == Scalar::f16 || s == Scalar::bf16; };
+    return std::any_of(spec.params.begin(), spec.params.end(), [&](const Param& p) { return is16(p.type.scalar); }) ||
+           std::any_of(spec.constants.begin(), spec.constants.end(), [&](const Constant& c) {
+               const auto* s = std::get_if<Scalar>(&c.value);
+               return s && is16(*s);
+           });
+}
+
+std::string entry_point_text(const KernelSpec& spec) {
+    std::vector<std::string> params, names, targs;
+    for (const auto& p : spec.params) {
+        params.push_back(fmt::format("{}{} {}", cuda_type(p.type.scalar), p.type.pointer ? "*" : "", p.name));
+        names.push_back(p.name);
+    }
+    for (const auto& c : spec.constants) targs.push_back(constant_text(c, true));
+    return fmt::format(
+        "{}extern \"C\" __global__ void {}{}_entry_point({})\n{{\n    {}{}({});\n}}\n",
+        uses_16bit_floats(spec) ? "#include \"kjit/types.cuh\"\n\n" : "",
+        spec.max_threads_per_block ? fmt::format("__launch_bounds__({}) ", spec.max_threads_per_block) : "",
+        spec.name, fmt::join(params, ", "), spec.name,
+        targs.empty() ? "" : fmt::format("<{}>", fmt::join(targs, ", ")), fmt::join(names, ", "));
+}
+
+std::string readable_id(const KernelSpec& spec) {
+    std::vector<std::string> parts{spec.name};
+    std::vector<Scalar> dtypes;
+    for (const auto& p : spec.params)
+        if (p.type.pointer && std::find(dtypes.begin(), dtypes.end(), p.type.scalar) == dtypes.end())
+            dtypes.push_back(p.type.scalar);
+    for (Scalar s : dtypes) parts.emplace_back(short_name(s));
+    for (const auto& c : spec.constants) parts.push_back(constant_text(c, false));
+    return fmt::format("{}", fmt::join(parts, "__"));
+}
+
+}  // namespace
+
+Kernel::Kernel(KernelSpec spec) : Kernel(spec, (validate(spec), detail::kernel_body(spec.name))) {}
+
+Kernel::Kernel(KernelSpec spec, std::string body_source) : state_(std::make_shared<detail::KernelState>()) {
+    validate(spec);
+    auto& s = *state_;
+    s.id = readable_id(spec);
+    s.entry_point_source = entry_point_text(spec);
+    s.entry_point_name = spec.name + "_entry_point";
+    s.kernel_source = std::move(body_source);
+    s.source = s.kernel_source + "\n\n" + s.entry_point_source;
+    s.headers = detail::included_headers(s.source);
+    s.source_digest = detail::source_digest(s.source, s.headers);
+    s.name = std::move(spec.name);
+    s.constants = std::move(spec.constants);
+    s.params = std::move(spec.params);
+    s.max_threads_per_block = spec.max_threads_per_block;
+}
+
+const std::string& Kernel::name() const noexcept { return state_->name; }
+const std::string& Kernel::id() const noexcept { return state_->id; }
+const std::string& Kernel::kernel_source() const noexcept { return state_->kernel_source; }
+const std::string& Kernel::entry_point_source() const noexcept { return state_->entry_point_source; }
+const std::string& Kernel::source() const noexcept { return state_->source; }
+const std::string& Kernel::entry_point_name() const noexcept { return state_->entry_point_name; }
+const std::vector<Constant>& Kernel::constants() const noexcept { return state_->constants; }
+const std::vector<Param>& Kernel::params() const noexcept { return state_->params; }
+unsigned Kernel::max_threads_per_block() const noexcept { return state_->max_threads_per_block; }
+const std::vector<SourceFile>& Kernel::headers() const noexcept { return state_->headers; }
+
+CacheKey Kernel::key(const CompileOptions& options) const {
+    auto canonical = options.canonical();
+    std::lock_guard lock(state_->memo_mutex);
+    for (const auto& [opts, key] : state_->keys)
+        if (opts == canonical) return key;
+    const CacheKey key = detail::cache_key(state_->source_digest, canonical, nvrtc_version());
+    state_->keys.emplace_back(std::move(canonical), key);
+    return key;
+}
+
+}  // namespace kjit

@@ -1,0 +1,358 @@
+// Step 4 — the SQLite cache: checksummed entries, one transaction each, WAL, busy retries.
+// Any database it cannot use turns the cache into an in-memory one, with one warning.
+#include <sqlite3.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <kjit/cache.hpp>
+#include <kjit/error.hpp>
+
+#include "cache_key.hpp"
+#include "log.hpp"
+
+namespace kjit {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int busy_timeout_ms = 10'000;
+constexpr int busy_retries = 5;  // the busy handler already waits; these cover WAL snapshot races
+
+std::int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+/// Thrown inside this file when SQLite fails; turned into memory mode + warning at the boundary.
+struct SqlFailure {
+    std::string what;
+};
+
+struct KeyHash {
+    std::size_t operator()(const CacheKey& k) const noexcept { return static_cast<std::size_t>(k.low); }
+};
+
+struct StatementDeleter {
+    void operator()(sqlite3_stmt* s) const noexcept { sqlite3_finalize(s); }
+};
+using Statement = std::unique_ptr<sqlite3_stmt, StatementDeleter>;
+
+struct DatabaseDeleter {
+    void operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
+};
+using Database = std::unique_ptr<sqlite3, DatabaseDeleter>;
+
+constexpr const char* schema_sql = R"sql(
+CREATE TABLE IF NOT EXISTS kjit_schema (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS kernels (
+    key TEXT PRIMARY KEY NOT NULL,
+    readable_id TEXT NOT NULL,
+    kernel_name TEXT NOT NULL,
+    arch TEXT NOT NULL,
+    nvrtc_version TEXT NOT NULL,
+    options TEXT NOT NULL,
+    ptx BLOB NOT NULL,
+    cubin BLOB NOT NULL,
+    log TEXT NOT NULL,
+    registers INTEGER NOT NULL,
+    spill_store_bytes INTEGER NOT NULL,
+    spill_load_bytes INTEGER NOT NULL,
+    shared_static_bytes INTEGER NOT NULL,
+    stack_frame_bytes INTEGER NOT NULL,
+    constant_bytes INTEGER NOT NULL,
+    barriers INTEGER NOT NULL,
+    compile_ms REAL NOT NULL,
+    created_at INTEGER NOT NULL,
+    last_used_at INTEGER NOT NULL,
+    hit_count INTEGER NOT NULL,
+    ptx_checksum INTEGER NOT NULL,
+    cubin_checksum INTEGER NOT NULL,
+    log_checksum INTEGER NOT NULL,
+    meta_checksum INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS kernels_by_name ON kernels (kernel_name, arch);
+)sql";
+
+constexpr const char* columns =
+    "key, readable_id, kernel_name, arch, nvrtc_version, options, ptx, cubin, log, registers, spill_store_bytes, "
+    "spill_load_bytes, shared_static_bytes, stack_frame_bytes, constant_bytes, barriers, compile_ms, created_at, "
+    "last_used_at, hit_count, ptx_checksum, cubin_checksum, log_checksum, meta_checksum";
+
+/// Checksum over the row's text fields and resource numbers (everything but the blobs).
+std::uint64_t meta_checksum(const CacheEntry& e) {
+    const auto& r = e.compiled.resources;
+    return detail::checksum(fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{} {} {} {} {} {} {}", e.key.hex(), e.readable_id,
+                                        e.kernel_name, e.arch, e.nvrtc_version, e.options, r.registers,
+                                        r.spill_store_bytes, r.spill_load_bytes, r.shared_static_bytes,
+                                        r.stack_frame_bytes, r.constant_bytes, r.barriers));
+}
+
+std::int64_t as_sql(std::uint64_t v) { return static_cast<std::int64_t>(v); }
+
+}  // namespace
+
+struct Cache::Impl {
+    fs::path path;
+    std::mutex mutex;
+    Database db;                 // null in memory mode
+    bool read_only = false;      // reads from db, stores to memory
+    bool warned = false;
+    std::unordered_map<CacheKey, CacheEntry, KeyHash> memory;  // entries not written to db
+
+    void warn_once(const std::string& message) {
+        if (warned) return;
+        warned = true;
+        detail::warn(message);
+    }
+
+    void fail(int rc, std::string_view what) const {
+        throw SqlFailure{fmt::format("{}: {} ({})", what, db ? sqlite3_errmsg(db.get()) : sqlite3_errstr(rc), rc)};
+    }
+
+    Statement prepare(const std::string& sql) const {
+        sqlite3_stmt* raw = nullptr;
+        const int rc = sqlite3_prepare_v2(db.get(), sql.c_str(), -1, &raw, nullptr);
+        if (rc != SQLITE_OK) fail(rc, "preparing SQL");
+        return Statement(raw);
+    }
+
+    /// Runs `sql`, retrying while another connection holds the lock.
+    void exec(const char* sql) const {
+        for (int attempt = 0;; ++attempt) {
+            const int rc = sqlite3_exec(db.get(), sql, nullptr, nullptr, nullptr);
+            if (rc == SQLITE_OK) return;
+            if ((rc == SQLITE_BUSY || rc == SQLITE_LOCKED) && attempt < busy_retries) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(1 + attempt));
+                continue;
+            }
+            fail(rc, sql);
+        }
+    }
+
+    int step(sqlite3_stmt* s) const {
+        for (int attempt = 0;; ++attempt) {
+            const int rc = sqlite3_step(s);
+            if ((rc == SQLITE_BUSY || rc == SQLITE_LOCKED) && attempt < busy_retries) {
+                sqlite3_reset(s);
+                std::this_thread::sleep_for(std::chrono::milliseconds(1 + attempt));
+                continue;
+            }
+            return rc;
+        }
+    }
+
+    void open() {
+        std::error_code ec;
+        fs::create_directories(path.parent_path(), ec);
+        sqlite3* raw = nullptr;
+        const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                                       nullptr);
+        db.reset(raw);
+        if (rc != SQLITE_OK) fail(rc, "opening the database");
+        sqlite3_busy_timeout(db.get(), busy_timeout_ms);
+        read_only = sqlite3_db_readonly(db.get(), "main") == 1;
+
+        // The schema version is read before anything is written: a newer kjit's database is left untouched.
+        int version = 0;
+        {
+            auto s = prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'kjit_schema'");
+            if (step(s.get()) != SQLITE_ROW) fail(sqlite3_errcode(db.get()), "reading the schema");
+            if (sqlite3_column_int(s.get(), 0) == 1) {
+                auto v = prepare("SELECT max(version) FROM kjit_schema");
+                if (step(v.get()) != SQLITE_ROW) fail(sqlite3_errcode(db.get()), "reading the schema version");
+                version = sqlite3_column_int(v.get(), 0);
+            }
+        }
+        if (version > cache_schema_version)
+            throw SqlFailure{fmt::format("it was written by a newer kjit (schema {}, this kjit reads {}); it is left "
+                                         "untouched. Use a kjit at least as new, or another KJIT_CACHE_DIR",
+                                         version, cache_schema_version)};
+        if (read_only) {
+            if (version != cache_schema_version) throw SqlFailure{"it is read-only and holds no kjit cache"};
+            warn_once(fmt::format("kernel cache {} is read-only: new compilations are kept in memory only", path.string()));
+            return;
+        }
+        exec("PRAGMA journal_mode=WAL");
+        exec("PRAGMA synchronous=NORMAL");
+        if (version == 0) {
+            exec("BEGIN IMMEDIATE");
+            exec(schema_sql);
+            exec(fmt::format("INSERT INTO kjit_schema (version) SELECT {0} WHERE NOT EXISTS (SELECT 1 FROM kjit_schema)",
+                             cache_schema_version)
+                     .c_str());
+            exec("COMMIT");
+        }
+    }
+
+    /// Leaves the database behind for the rest of this object's life.
+    void to_memory(const SqlFailure& failure) {
+        db.reset();
+        warn_once(fmt::format("cannot use the kernel cache {}: {}. Working from memory: compiled kernels are not saved.",
+                              path.string(), failure.what));
+    }
+
+    std::optional<CacheEntry> read(const CacheKey& key) {
+        auto s = prepare(fmt::format("SELECT {} FROM kernels WHERE key = ?", columns));
+        const std::string hex = key.hex();
+        sqlite3_bind_text(s.get(), 1, hex.c_str(), -1, SQLITE_TRANSIENT);
+        const int rc = step(s.get());
+        if (rc == SQLITE_DONE) return std::nullopt;
+        if (rc != SQLITE_ROW) fail(rc, "reading an entry");
+        auto text = [&](int col) {
+            const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s.get(), col));
+            return std::string(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s.get(), col)));
+        };
+        auto int_at = [&](int col) { return sqlite3_column_int64(s.get(), col); };
+        CacheEntry e;
+        e.key = key;
+        e.readable_id = text(1);
+        e.kernel_name = text(2);
+        e.arch = text(3);
+        e.nvrtc_version = text(4);
+        e.options = text(5);
+        e.compiled.ptx = text(6);
+        const auto* cubin = static_cast<const std::byte*>(sqlite3_column_blob(s.get(), 7));
+        e.compiled.cubin.assign(cubin, cubin + sqlite3_column_bytes(s.get(), 7));
+        e.compiled.log = text(8);
+        auto& r = e.compiled.resources;
+        int* fields[] = {&r.registers, &r.spill_store_bytes, &r.spill_load_bytes, &r.shared_static_bytes,
+                         &r.stack_frame_bytes, &r.constant_bytes, &r.barriers};
+        for (int i = 0; i < 7; ++i) *fields[i] = static_cast<int>(int_at(9 + i));
+        e.compiled.compile_ms = sqlite3_column_double(s.get(), 16);
+        e.created_at = int_at(17);
+        e.last_used_at = int_at(18);
+        e.hit_count = int_at(19);
+        const std::int64_t stored_sums[] = {int_at(20), int_at(21), int_at(22), int_at(23)};
+        sqlite3_reset(s.get());
+
+        std::string bad;
+        if (as_sql(detail::checksum(e.compiled.ptx)) != stored_sums[0]) bad = "ptx";
+        else if (as_sql(detail::checksum(e.compiled.cubin)) != stored_sums[1]) bad = "cubin";
+        else if (as_sql(detail::checksum(e.compiled.log)) != stored_sums[2]) bad = "log";
+        else if (as_sql(meta_checksum(e)) != stored_sums[3]) bad = "metadata";
+        if (!bad.empty()) {
+            detail::warn(fmt::format("cache entry {} ({}) in {} failed its {} checksum: ignoring it; it is recompiled "
+                                     "and replaced",
+                                     e.readable_id, hex, path.string(), bad));
+            return std::nullopt;
+        }
+        if (!read_only) {  // usage bookkeeping; a failure here costs nothing but the counter
+            auto u = prepare("UPDATE kernels SET last_used_at = ?, hit_count = hit_count + 1 WHERE key = ?");
+            sqlite3_bind_int64(u.get(), 1, unix_now());
+            sqlite3_bind_text(u.get(), 2, hex.c_str(), -1, SQLITE_TRANSIENT);
+            step(u.get());
+        }
+        return e;
+    }
+
+    void write(const CacheEntry& e) {
+        auto s = prepare(fmt::format("INSERT OR REPLACE INTO kernels ({}) VALUES "
+                                     "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                     columns));
+        const std::string hex = e.key.hex();
+        int col = 0;
+        auto bind_text = [&](const std::string& v) { sqlite3_bind_text(s.get(), ++col, v.data(), static_cast<int>(v.size()), SQLITE_STATIC); };
+        auto bind_int = [&](std::int64_t v) { sqlite3_bind_int64(s.get(), ++col, v); };
+        bind_text(hex);
+        bind_text(e.readable_id);
+        bind_text(e.kernel_name);
+        bind_text(e.arch);
+        bind_text(e.nvrtc_version);
+        bind_text(e.options);
+        sqlite3_bind_blob(s.get(), ++col, e.compiled.ptx.data(), static_cast<int>(e.compiled.ptx.size()), SQLITE_STATIC);
+        sqlite3_bind_blob(s.get(), ++col, e.compiled.cubin.data(), static_cast<int>(e.compiled.cubin.size()), SQLITE_STATIC);
+        bind_text(e.compiled.log);
+        const auto& r = e.compiled.resources;
+        for (int v : {r.registers, r.spill_store_bytes, r.spill_load_bytes, r.shared_static_bytes, r.stack_frame_bytes,
+                      r.constant_bytes, r.barriers})
+            bind_int(v);
+        sqlite3_bind_double(s.get(), ++col, e.compiled.compile_ms);
+        const std::int64_t now = unix_now();
+        bind_int(e.created_at ? e.created_at : now);
+        bind_int(e.last_used_at ? e.last_used_at : now);
+        bind_int(e.hit_count);
+        bind_int(as_sql(detail::checksum(e.compiled.ptx)));
+        bind_int(as_sql(detail::checksum(e.compiled.cubin)));
+        bind_int(as_sql(detail::checksum(e.compiled.log)));
+        bind_int(as_sql(meta_checksum(e)));
+
+        exec("BEGIN IMMEDIATE");
+        const int rc = step(s.get());
+        if (rc != SQLITE_DONE) {
+            sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+            fail(rc, "writing an entry");
+        }
+        exec("COMMIT");
+    }
+};
+
+fs::path Cache::default_directory() {
+    if (const char* dir = std::getenv("KJIT_CACHE_DIR"); dir && *dir) return dir;
+    // Inside a kjit checkout: its cache/ folder (marked by cache/README.md beside kernels_src/).
+    std::error_code ec;
+    for (fs::path dir = fs::current_path(ec); !ec && !dir.empty(); dir = dir.parent_path()) {
+        if (fs::exists(dir / "cache" / "README.md", ec) && fs::is_directory(dir / "kernels_src", ec))
+            return dir / "cache";
+        if (dir == dir.root_path()) break;
+    }
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "kjit";
+    if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "kjit";
+    return fs::temp_directory_path(ec) / "kjit-cache";
+}
+
+Cache::Cache(const fs::path& directory) : impl_(std::make_unique<Impl>()) {
+    impl_->path = directory / file_name;
+    try {
+        impl_->open();
+    } catch (const SqlFailure& failure) {
+        impl_->to_memory(failure);
+    }
+}
+
+Cache::~Cache() = default;
+Cache::Cache(Cache&&) noexcept = default;
+Cache& Cache::operator=(Cache&&) noexcept = default;
+
+std::optional<CacheEntry> Cache::find(const CacheKey& key) {
+    std::lock_guard lock(impl_->mutex);
+    if (auto it = impl_->memory.find(key); it != impl_->memory.end()) return it->second;
+    if (!impl_->db) return std::nullopt;
+    try {
+        return impl_->read(key);
+    } catch (const SqlFailure& failure) {
+        impl_->to_memory(failure);
+        return std::nullopt;
+    }
+}
+
+void Cache::store(const CacheEntry& entry) {
+    std::lock_guard lock(impl_->mutex);
+    if (impl_->db && !impl_->read_only) {
+        try {
+            impl_->write(entry);
+            impl_->memory.erase(entry.key);
+            return;
+        } catch (const SqlFailure& failure) {
+            impl_->to_memory(failure);
+        }
+    }
+    impl_->memory.insert_or_assign(entry.key, entry);
+}
+
+void Cache::close() noexcept {
+    std::lock_guard lock(impl_->mutex);
+    impl_->db.reset();  // sqlite3_close_v2: the last connection folds the WAL into the file
+}
+
+bool Cache::persistent() const noexcept {
+    std::lock_guard lock(impl_->mutex);
+    return impl_->db && !impl_->read_only;
+}
+
+const fs::path& Cache::path() const noexcept { return impl_->path; }
+
+}  // namespace kjit

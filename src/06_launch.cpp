@@ -1,0 +1,190 @@
+// Step 6 — launch: resolve the kernel through memory, SQLite or NVRTC (once per key, across
+// threads), load it on the device, check the launch, and hand it to cuLaunchKernel.
+#include <atomic>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <kjit/error.hpp>
+#include <kjit/runtime.hpp>
+
+#include "cuda_driver.hpp"
+#include "kernel_state.hpp"
+#include "log.hpp"
+#include "single_flight.hpp"
+
+namespace kjit {
+namespace {
+
+struct KeyHash {
+    std::size_t operator()(const CacheKey& k) const noexcept { return static_cast<std::size_t>(k.low); }
+};
+
+struct DeviceKey {
+    CacheKey key;
+    int device;
+    friend bool operator==(const DeviceKey&, const DeviceKey&) = default;
+};
+struct DeviceKeyHash {
+    std::size_t operator()(const DeviceKey& k) const noexcept { return static_cast<std::size_t>(k.key.low) ^ k.device; }
+};
+
+std::atomic<std::uint64_t> next_runtime_id{1};
+
+}  // namespace
+
+struct Runtime::Impl {
+    explicit Impl(const std::filesystem::path& dir) : cache(dir) {}
+
+    const std::uint64_t id = next_runtime_id++;
+    Cache cache;
+    detail::SingleFlight<CacheKey, std::shared_ptr<const CacheEntry>, KeyHash> compiled;
+    detail::SingleFlight<DeviceKey, std::shared_ptr<const LoadedKernel>, DeviceKeyHash> loaded;
+    std::atomic<std::uint64_t> memory_hits{0}, cache_hits{0}, compiles{0}, loads{0};
+
+    CompileResult compile(const Kernel& kernel, const CompileOptions& options) {
+        const CacheKey key = kernel.key(options);
+        Origin origin = Origin::memory;
+        auto [entry, shared] = compiled.get(key, [&] {
+            if (auto hit = cache.find(key)) {
+                origin = Origin::cache;
+                ++cache_hits;
+                detail::debug(fmt::format("cache hit {} ({}) for {}", kernel.id(), key.hex(), options.arch.name()));
+                return std::make_shared<const CacheEntry>(*std::move(hit));
+            }
+            origin = Origin::compiled;
+            auto e = std::make_shared<CacheEntry>();
+            e->compiled = kjit::compile(kernel, options);
+            ++compiles;
+            e->key = key;
+            e->readable_id = kernel.id();
+            e->kernel_name = kernel.name();
+            e->arch = options.arch.name();
+            e->nvrtc_version = nvrtc_version();
+            e->options = fmt::format("{}", fmt::join(options.canonical(), " "));
+            cache.store(*e);
+            detail::debug(fmt::format("compiled {} for {} in {:.1f} ms", kernel.id(), e->arch, e->compiled.compile_ms));
+            return std::shared_ptr<const CacheEntry>(std::move(e));
+        });
+        if (shared) ++memory_hits;
+        return {std::move(entry), origin};
+    }
+
+    const LoadedKernel& load(const Kernel& kernel, const Device& device) {
+        CompileOptions options;
+        options.arch = device.arch();
+        const DeviceKey key{kernel.key(options), device.ordinal()};
+        auto [loaded_kernel, shared] = loaded.get(key, [&] {
+            auto entry = compile(kernel, options).entry;
+            auto module = Module(device, entry->compiled.cubin, entry->compiled.ptx);
+            auto* fn = module.function(kernel.entry_point_name());
+            ++loads;
+            return std::make_shared<const LoadedKernel>(std::move(module), fn, std::move(entry));
+        });
+        if (shared) ++memory_hits;
+        return *loaded_kernel;  // owned by `loaded` for the runtime's life
+    }
+
+    /// The loaded kernel, through the kernel's hot slot when it matches this runtime and device.
+    const LoadedKernel& resolve(const Kernel& kernel, const Device& device) {
+        const auto& state = kernel.state();
+        if (const auto* hot = state.hot.load(std::memory_order_acquire);
+            hot && hot->runtime_id == id && hot->device == device.ordinal()) {
+            memory_hits.fetch_add(1, std::memory_order_relaxed);
+            return *hot->loaded;
+        }
+        const LoadedKernel& lk = load(kernel, device);
+        std::lock_guard lock(state.memo_mutex);
+        const detail::HotSlot* slot = nullptr;
+        for (const auto& s : state.hot_slots)
+            if (s->runtime_id == id && s->device == device.ordinal()) slot = s.get();
+        if (!slot) {
+            state.hot_slots.push_back(std::make_unique<detail::HotSlot>(detail::HotSlot{id, device.ordinal(), &lk}));
+            slot = state.hot_slots.back().get();
+        }
+        state.hot.store(slot, std::memory_order_release);
+        return lk;
+    }
+
+    void launch(const Kernel& kernel, const Stream& stream, const LaunchConfig& config, void** args) {
+        const Device& device = stream.device();
+        const LoadedKernel& lk = resolve(kernel, device);
+        check_config(kernel, lk, device, config);
+        device.make_current();
+        KJIT_CU(cuLaunchKernel, lk.function, config.grid.x, config.grid.y, config.grid.z, config.block.x,
+                config.block.y, config.block.z, config.shared_bytes, stream.handle(), args, nullptr);
+    }
+
+    /// Rejects launches the driver would refuse, with the reason, and raises the dynamic
+    /// shared-memory limit when a launch needs more than the default 48 KB.
+    static void check_config(const Kernel& kernel, const LoadedKernel& lk, const Device& device,
+                             const LaunchConfig& config) {
+        const auto [grid, block, shared] = config;
+        if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z)
+            throw UsageError(fmt::format("launch of {} with grid ({}, {}, {}) and block ({}, {}, {}): every dimension "
+                                         "must be at least 1",
+                                         kernel.id(), grid.x, grid.y, grid.z, block.x, block.y, block.z));
+        const unsigned long long threads = 1ull * block.x * block.y * block.z;
+        const unsigned bound = kernel.max_threads_per_block() ? kernel.max_threads_per_block() : 1024;
+        if (threads > bound)
+            throw UsageError(fmt::format("launch of {} with {} threads per block: it was compiled for at most {}",
+                                         kernel.id(), threads, bound));
+        if (shared <= lk.dynamic_shared_limit.load(std::memory_order_relaxed)) return;
+        const int static_bytes = lk.entry->compiled.resources.shared_static_bytes;
+        if (static_cast<long long>(shared) + static_bytes > device.max_shared_bytes_per_block())
+            throw UsageError(fmt::format("launch of {} asks for {} bytes of dynamic shared memory on top of {} static: "
+                                         "{} allows {} per block",
+                                         kernel.id(), shared, static_bytes, device.name(),
+                                         device.max_shared_bytes_per_block()));
+        device.make_current();
+        KJIT_CU(cuFuncSetAttribute, lk.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                static_cast<int>(shared));
+        unsigned seen = lk.dynamic_shared_limit.load();
+        while (seen < shared && !lk.dynamic_shared_limit.compare_exchange_weak(seen, shared)) {
+        }
+    }
+};
+
+Runtime::Runtime(const std::filesystem::path& cache_directory) : impl_(std::make_unique<Impl>(cache_directory)) {}
+Runtime::~Runtime() = default;
+
+Runtime& Runtime::global() {
+    static Runtime* runtime = [] {
+        auto* r = new Runtime(Cache::default_directory());  // never destroyed: see header
+        std::atexit([] { global().cache().close(); });     // but its database is closed cleanly
+        return r;
+    }();
+    return *runtime;
+}
+
+CompileResult Runtime::compile(const Kernel& kernel, const CompileOptions& options) {
+    return impl_->compile(kernel, options);
+}
+
+const LoadedKernel& Runtime::load(const Kernel& kernel, const Device& device) { return impl_->resolve(kernel, device); }
+
+void Runtime::launch(const Kernel& kernel, const Stream& stream, const LaunchConfig& config, std::span<const Arg> args) {
+    ArgPack pack(kernel.params(), kernel.id());
+    for (const Arg& arg : args) pack.push(arg);
+    pack.check_complete();
+    impl_->launch(kernel, stream, config, pack.data());
+}
+
+void Runtime::launch_packed(const Kernel& kernel, const Stream& stream, const LaunchConfig& config, void** args) {
+    impl_->launch(kernel, stream, config, args);
+}
+
+RuntimeStats Runtime::stats() const noexcept {
+    return {impl_->memory_hits.load(), impl_->cache_hits.load(), impl_->compiles.load(), impl_->loads.load()};
+}
+
+Cache& Runtime::cache() noexcept { return impl_->cache; }
+
+void Kernel::launch(const Stream& stream, const LaunchConfig& config, std::span<const Arg> args) const {
+    Runtime::global().launch(*this, stream, config, args);
+}
+
+void Kernel::launch_packed(const Stream& stream, const LaunchConfig& config, void** args) const {
+    Runtime::global().launch_packed(*this, stream, config, args);
+}
+
+}  // namespace kjit

@@ -1,0 +1,39 @@
+// The CUDA driver API, loaded at run time with dlopen("libcuda.so.1"), so kjit links and
+// compiles kernels where no driver exists.
+#pragma once
+#include <cuda.h>
+
+namespace kjit::detail {
+
+#define KJIT_DRIVER_FUNCTIONS(X)                                                                     \
+    X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount)       \
+    X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)           \
+    X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxSynchronize)          \
+    X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute)             \
+    X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuStreamCreate) X(cuStreamDestroy)                     \
+    X(cuStreamSynchronize) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)               \
+    X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)
+
+/// Function pointers into libcuda, typed from cuda.h's own prototypes.
+struct Driver {
+#define KJIT_DECLARE(name) decltype(&::name) name = nullptr;
+    KJIT_DRIVER_FUNCTIONS(KJIT_DECLARE)
+#undef KJIT_DECLARE
+};
+
+/// The loaded, initialised driver. Throws NoDeviceError saying why when there is none.
+const Driver& driver();
+
+/// Where a driver is loaded, NVRTC runs ptxas through the driver's compute cache
+/// (~/.nv/ComputeCache); a hit there skips ptxas, and its resource report goes missing from the
+/// log. kjit has its own cache, so before its first compile and before its cuInit it sets
+/// CUDA_CACHE_DISABLE=1, unless the environment already says otherwise.
+void keep_ptxas_report();
+
+/// Throws CudaError naming `call` and the driver's reason when `result` is not CUDA_SUCCESS.
+void check(CUresult result, const char* call);
+
+}  // namespace kjit::detail
+
+/// Calls a driver function through the table and checks its result: KJIT_CU(cuMemFree, ptr).
+#define KJIT_CU(name, ...) ::kjit::detail::check(::kjit::detail::driver().name(__VA_ARGS__), #name)
