@@ -2,6 +2,7 @@
 // threads), load it on the device, check the launch, and hand it to cuLaunchKernel.
 #include <atomic>
 #include <cstdlib>
+#include <optional>
 
 #include <fmt/format.h>
 #include <kjit/error.hpp>
@@ -69,16 +70,26 @@ struct Runtime::Impl {
         return {std::move(entry), origin};
     }
 
-    const LoadedKernel& load(const Kernel& kernel, const Device& device) {
-        CompileOptions options;
-        options.arch = device.arch();
+    const LoadedKernel& load(const Kernel& kernel, const Device& device, const CompileOptions& options) {
         const DeviceKey key{kernel.key(options), device.ordinal()};
         auto [loaded_kernel, shared] = loaded.get(key, [&] {
             auto entry = compile(kernel, options).entry;
-            auto module = Module(device, entry->compiled.cubin, entry->compiled.ptx);
-            auto* fn = module.function(kernel.entry_point_name());
+            std::optional<Module> module;
+            try {
+                module.emplace(device, entry->compiled.cubin, entry->compiled.ptx);
+            } catch (const CudaError& e) {
+                if (options.arch == device.arch()) throw;
+                detail::warn(fmt::format("{} built for {} does not load on {} ({}): {}; recompiling for {}", kernel.id(),
+                                         options.arch.name(), device.name(), device.arch().name(), e.what(),
+                                         device.arch().name()));
+                CompileOptions native = options;
+                native.arch = device.arch();
+                entry = compile(kernel, native).entry;
+                module.emplace(device, entry->compiled.cubin, entry->compiled.ptx);
+            }
+            auto* fn = module->function(kernel.entry_point_name());
             ++loads;
-            return std::make_shared<const LoadedKernel>(std::move(module), fn, std::move(entry));
+            return std::make_shared<const LoadedKernel>(*std::move(module), fn, std::move(entry));
         });
         if (shared) ++memory_hits;
         return *loaded_kernel;  // owned by `loaded` for the runtime's life
@@ -92,7 +103,7 @@ struct Runtime::Impl {
             memory_hits.fetch_add(1, std::memory_order_relaxed);
             return *hot->loaded;
         }
-        const LoadedKernel& lk = load(kernel, device);
+        const LoadedKernel& lk = load(kernel, device, CompileOptions{.arch = device.arch()});
         std::lock_guard lock(state.memo_mutex);
         const detail::HotSlot* slot = nullptr;
         for (const auto& s : state.hot_slots)
@@ -161,6 +172,10 @@ CompileResult Runtime::compile(const Kernel& kernel, const CompileOptions& optio
 }
 
 const LoadedKernel& Runtime::load(const Kernel& kernel, const Device& device) { return impl_->resolve(kernel, device); }
+
+const LoadedKernel& Runtime::load(const Kernel& kernel, const Device& device, const CompileOptions& options) {
+    return impl_->load(kernel, device, options);
+}
 
 void Runtime::launch(const Kernel& kernel, const Stream& stream, const LaunchConfig& config, std::span<const Arg> args) {
     ArgPack pack(kernel.params(), kernel.id());

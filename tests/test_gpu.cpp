@@ -238,6 +238,28 @@ TEST_CASE("with the driver initialised, repeated compiles still carry ptxas' res
     }
 }
 
+TEST_CASE("loading an entry built for another arch: PTX when it fits, else a recompile for the device") {
+    const auto device = Device::get(0);
+    test::TempDir dir;
+    Runtime rt(dir.path());
+    const Kernel k = test::scale_kernel("", 5);
+    const auto newest = supported_arch_numbers().back();
+    REQUIRE(newest > device.arch().number());
+    test::LogCapture log;
+    const LoadedKernel& future_arch = rt.load(k, device, test::options_for(fmt::format("sm_{}", newest)));
+    CHECK(future_arch.entry->arch == device.arch().name());  // recompiled for the device
+    CHECK(future_arch.module.load_path() == LoadPath::cubin);
+    CHECK(future_arch.function != nullptr);
+    REQUIRE(log.warnings().size() == 1);
+    CHECK(log.warnings()[0].find("recompiling for " + device.arch().name()) != std::string::npos);
+
+    if (device.arch().major() >= 9) {
+        const LoadedKernel& older = rt.load(k, device, test::options_for("sm_80"));
+        CHECK(older.module.load_path() == LoadPath::ptx);
+        CHECK(older.entry->arch == "sm_80");
+    }
+}
+
 TEST_CASE("events time work on a stream") {
     const auto device = Device::get(0);
     Stream stream(device);

@@ -68,6 +68,10 @@ public:
 
     /// The kernel's entry point on `device`, compiled for the device's arch.
     [[nodiscard]] const LoadedKernel& load(const Kernel& kernel, const Device& device);
+    /// The entry point compiled with `options` (e.g. for another arch, as a shipped cache holds
+    /// it). A cubin that does not fit the device is replaced by its PTX; when the PTX does not
+    /// load either, kjit recompiles for the device's arch and says so.
+    [[nodiscard]] const LoadedKernel& load(const Kernel& kernel, const Device& device, const CompileOptions& options);
 
     /// Checked launch (argument count and types against the kernel's signature).
     void launch(const Kernel& kernel, const Stream& stream, const LaunchConfig& config,
