@@ -117,8 +117,12 @@ struct Runtime::Impl {
     }
 
     void launch(const Kernel& kernel, const Stream& stream, const LaunchConfig& config, void** args) {
+        launch(kernel, resolve(kernel, stream.device()), stream, config, args);
+    }
+
+    static void launch(const Kernel& kernel, const LoadedKernel& lk, const Stream& stream, const LaunchConfig& config,
+                       void** args) {
         const Device& device = stream.device();
-        const LoadedKernel& lk = resolve(kernel, device);
         check_config(kernel, lk, device, config);
         device.make_current();
         KJIT_CU(cuLaunchKernel, lk.function, config.grid.x, config.grid.y, config.grid.z, config.block.x,
@@ -186,6 +190,14 @@ void Runtime::launch(const Kernel& kernel, const Stream& stream, const LaunchCon
 
 void Runtime::launch_packed(const Kernel& kernel, const Stream& stream, const LaunchConfig& config, void** args) {
     impl_->launch(kernel, stream, config, args);
+}
+
+void Runtime::launch_packed(const Kernel& kernel, const LoadedKernel& loaded, const Stream& stream,
+                            const LaunchConfig& config, void** args) {
+    if (loaded.module.device().ordinal() != stream.device().ordinal())
+        throw UsageError(fmt::format("{} was loaded on device {} but launched on a stream of device {}", kernel.id(),
+                                     loaded.module.device().ordinal(), stream.device().ordinal()));
+    Impl::launch(kernel, loaded, stream, config, args);
 }
 
 RuntimeStats Runtime::stats() const noexcept {

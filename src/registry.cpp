@@ -1,4 +1,5 @@
 // The shipped kernels and their valid configurations: the list warm-up and tests iterate.
+#include <kjit/conv.hpp>
 #include <kjit/registry.hpp>
 
 namespace kjit {
@@ -19,8 +20,27 @@ std::vector<Kernel> axpby_configurations() {
     return kernels;
 }
 
+std::vector<Kernel> gemm_configurations() {
+    std::vector<Kernel> kernels;
+    for (const auto& t : Conv2dBnSiluGemmForward::configurations())
+        kernels.push_back(Conv2dBnSiluGemmForward(t.block_m, t.block_n, t.block_k, t.group_m));
+    return kernels;
+}
+
+std::vector<Kernel> direct_configurations() {
+    // Layer shapes are run-time arguments: any layer gives the same kernel for given tiles.
+    const Conv2dAttrs three_by_three{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+    std::vector<Kernel> kernels;
+    for (const auto& t : Conv2dBnSiluForward::configurations())
+        kernels.push_back(Conv2dBnSiluForward(t.block_oc, t.block_ow, three_by_three, {1, 64, 56, 56, 64}));
+    return kernels;
+}
+
 const KernelFamily families[] = {
     {"axpby", "y = alpha*x + beta*y over n elements (f32, i32)", axpby_configurations},
+    {"conv2d_bn_silu_gemm_forward", "1x1 Conv2d + BatchNorm + SiLU as a TF32 tensor-core GEMM", gemm_configurations},
+    {"conv2d_bn_silu_forward", "Conv2d (any size, stride, padding, groups) + BatchNorm + SiLU, direct",
+     direct_configurations},
 };
 
 }  // namespace

@@ -82,7 +82,8 @@ void check_axpby(const Kernel& k, std::int64_t n, unsigned grid) {
 }  // namespace
 
 TEST_CASE("every shipped axpby configuration is correct on ragged sizes and any grid") {
-    for (const auto& family : shipped_kernels())
+    for (const auto& family : shipped_kernels()) {
+        if (family.name != "axpby") continue;
         for (const Kernel& k : family.configurations())
             for (std::int64_t n : {1, 255, 1'000'003}) {
                 for (unsigned grid : {1u, 7u, 4096u}) {
@@ -90,6 +91,7 @@ TEST_CASE("every shipped axpby configuration is correct on ragged sizes and any 
                     else check_axpby<std::int32_t>(k, n, grid);
                 }
             }
+    }
 }
 
 TEST_CASE("typed launch: arguments checked at compile time, same results") {

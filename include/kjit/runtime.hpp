@@ -79,6 +79,9 @@ public:
     /// Launch with pre-packed arguments; `args` must match the kernel's signature.
     void launch_packed(const Kernel& kernel, const Stream& stream, const LaunchConfig& config,
                        void** args);
+    /// Launch of an entry point loaded with load(kernel, device, options), e.g. with defines.
+    void launch_packed(const Kernel& kernel, const LoadedKernel& loaded, const Stream& stream,
+                       const LaunchConfig& config, void** args);
 
     [[nodiscard]] RuntimeStats stats() const noexcept;
     [[nodiscard]] Cache& cache() noexcept;

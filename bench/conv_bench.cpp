@@ -1,0 +1,159 @@
+// Times the conv kernels on ResNet-50's layers: every valid configuration per shape (the best
+// is reported, and the dispatch heuristic's choice beside it). One JSON object per line.
+//   kjit_conv_bench [--quick] [--layer TEXT] [--batch N] [--config TEXT]
+// --layer/--config keep only layers / kernel ids containing TEXT (for profiling one case).
+#include <getopt.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include <fmt/format.h>
+#include <kjit/kjit.hpp>
+
+using namespace kjit;
+
+namespace {
+
+struct Layer {
+    const char* name;
+    Conv2dAttrs attrs;
+    int c_in, c_out, hw;
+};
+
+// ResNet-50's 1x1 convolutions (bottleneck reduce/expand) and its 3x3 ones.
+const Layer pointwise[] = {
+    {"1x1 256->64 @56", {}, 256, 64, 56},    {"1x1 64->256 @56", {}, 64, 256, 56},
+    {"1x1 512->128 @28", {}, 512, 128, 28},  {"1x1 128->512 @28", {}, 128, 512, 28},
+    {"1x1 1024->256 @14", {}, 1024, 256, 14}, {"1x1 256->1024 @14", {}, 256, 1024, 14},
+    {"1x1 2048->512 @7", {}, 2048, 512, 7},  {"1x1 512->2048 @7", {}, 512, 2048, 7},
+};
+constexpr Conv2dAttrs k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+constexpr Conv2dAttrs k3s2{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1};
+const Layer three_by_three[] = {
+    {"3x3 64->64 @56", k3, 64, 64, 56},       {"3x3 128->128 @28", k3, 128, 128, 28},
+    {"3x3 256->256 @14", k3, 256, 256, 14},   {"3x3 512->512 @7", k3, 512, 512, 7},
+    {"3x3 s2 128->128 @56", k3s2, 128, 128, 56}, {"3x3 s2 256->256 @28", k3s2, 256, 256, 28},
+    {"3x3 s2 512->512 @14", k3s2, 512, 512, 14},
+};
+
+struct Buffers {
+    DeviceBuffer x, w, scale, shift, y;
+};
+
+Buffers make_buffers(const Device& device, const Conv2dAttrs& a, const Conv2dShape& s) {
+    const auto [oh, ow] = conv2d_output_size(a, s);
+    std::mt19937 rng(42);
+    std::uniform_real_distribution<float> d(-1, 1);
+    auto random = [&](std::size_t n) {
+        std::vector<float> v(n);
+        for (auto& e : v) e = d(rng);
+        DeviceBuffer b(device, n * sizeof(float));
+        b.upload(std::span<const float>(v));
+        return b;
+    };
+    const std::size_t wn = 1ULL * s.c_out * s.c_in / a.groups * a.kernel_h * a.kernel_w;
+    return {random(1ULL * s.batch * s.c_in * s.height * s.width), random(wn), random(s.c_out), random(s.c_out),
+            random(1ULL * s.batch * s.c_out * oh * ow)};
+}
+
+/// Median µs of one forward, timed launch by launch with events (the same method the PyTorch
+/// side uses).
+double time_op(const RuntimeOp& op, const Stream& stream, Buffers& b, const Conv2dAttrs& a, const Conv2dShape& s,
+               int iterations) {
+    const auto [oh, ow] = conv2d_output_size(a, s);
+    const Shape xs{std::size_t(s.batch), std::size_t(s.c_in), std::size_t(s.height), std::size_t(s.width)};
+    const Shape ys{std::size_t(s.batch), std::size_t(s.c_out), std::size_t(oh), std::size_t(ow)};
+    const Tensor inputs[] = {{b.x.as<float>(), xs}};
+    void* const params[] = {b.w.as<float>(), b.scale.as<float>(), b.shift.as<float>()};
+    auto& rt = Runtime::global();
+    auto once = [&] { op.forward(rt, stream, inputs, params, b.y.as<float>(), ys, oh * ow); };
+    for (int i = 0; i < 5; ++i) once();  // compile/load and warm up
+    std::vector<Event> starts, stops;
+    for (int i = 0; i < iterations; ++i) starts.emplace_back(stream.device()), stops.emplace_back(stream.device());
+    for (int i = 0; i < iterations; ++i) {
+        starts[i].record(stream);
+        once();
+        stops[i].record(stream);
+    }
+    stream.synchronize();
+    std::vector<double> us;
+    for (int i = 0; i < iterations; ++i) us.push_back(1000.0 * Event::elapsed_ms(starts[i], stops[i]));
+    std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+    return us[us.size() / 2];
+}
+
+std::unique_ptr<RuntimeOp> make_op(const Layer& l, const Conv2dShape& s, std::size_t config, const Device& device) {
+    if (l.attrs.kernel_h == 1 && l.attrs.stride_h == 1) {
+        const auto& t = Conv2dBnSiluGemmForward::configurations()[config];
+        return std::make_unique<Conv2dBnSiluGemmForward>(t.block_m, t.block_n, t.block_k, t.group_m,
+                                                         device.max_shared_bytes_per_block());
+    }
+    const auto& t = Conv2dBnSiluForward::configurations()[config];
+    return std::make_unique<Conv2dBnSiluForward>(t.block_oc, t.block_ow, l.attrs, s, device.max_shared_bytes_per_block());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+    bool quick = false;
+    std::string only_layer, only_config;
+    int only_batch = 0;
+    const option options[] = {{"quick", no_argument, nullptr, 'q'},
+                              {"layer", required_argument, nullptr, 'l'},
+                              {"batch", required_argument, nullptr, 'b'},
+                              {"config", required_argument, nullptr, 'c'},
+                              {nullptr, 0, nullptr, 0}};
+    for (int opt; (opt = getopt_long(argc, argv, "", options, nullptr)) != -1;) {
+        switch (opt) {
+            case 'q': quick = true; break;
+            case 'l': only_layer = optarg; break;
+            case 'b': only_batch = std::atoi(optarg); break;
+            case 'c': only_config = optarg; break;
+            default:
+                std::fprintf(stderr, "usage: %s [--quick] [--layer TEXT] [--batch N] [--config TEXT]\n", argv[0]);
+                return 2;
+        }
+    }
+    const auto device = Device::get(0);
+    Stream stream(device);
+    const auto traits = DeviceTraits::of(device);
+    const int iterations = quick ? 20 : 100;
+    std::printf("{\"context\": {\"device\": \"%s\", \"arch\": \"%s\", \"nvrtc\": \"%s\"}}\n", device.name().c_str(),
+                device.arch().name().c_str(), nvrtc_version().c_str());
+    for (const std::span<const Layer> group : {std::span<const Layer>(pointwise), std::span<const Layer>(three_by_three)}) {
+        for (const Layer& l : group)
+            for (int batch : {1, 32}) {
+                if (std::string(l.name).find(only_layer) == std::string::npos) continue;
+                if (only_batch && batch != only_batch) continue;
+                const Conv2dShape s{batch, l.c_in, l.hw, l.hw, l.c_out};
+                Buffers b = make_buffers(device, l.attrs, s);
+                const bool gemm = l.attrs.kernel_h == 1;
+                const std::size_t configs = gemm ? Conv2dBnSiluGemmForward::configurations().size()
+                                                 : Conv2dBnSiluForward::configurations().size();
+                double best = 1e30;
+                std::string best_id;
+                for (std::size_t c = 0; c < configs; ++c) {
+                    const auto op = make_op(l, s, c, device);
+                    if (op->kernel_for_launch(0).id().find(only_config) == std::string::npos) continue;
+                    const double us = time_op(*op, stream, b, l.attrs, s, iterations);
+                    if (us < best) best = us, best_id = op->kernel_for_launch(0).id();
+                }
+                const auto chosen = dispatch_conv2d_bn_silu(l.attrs, s, traits);
+                const double chosen_us = time_op(*chosen, stream, b, l.attrs, s, iterations);
+                const int oh = conv2d_output_size(l.attrs, s).first;
+                std::printf("{\"layer\": \"%s\", \"batch\": %d, \"c_in\": %d, \"c_out\": %d, \"hw\": %d, \"out_hw\": %d, "
+                            "\"kernel\": %d, \"stride\": %d, \"best_us\": %.3f, \"best\": \"%s\", \"dispatch_us\": %.3f, "
+                            "\"dispatch\": \"%s\"}\n",
+                            l.name, batch, l.c_in, l.c_out, l.hw, oh, l.attrs.kernel_h, l.attrs.stride_h, best,
+                            best_id.c_str(), chosen_us, chosen->kernel_for_launch(0).id().c_str());
+                std::fflush(stdout);
+            }
+    }
+    return 0;
+} catch (const std::exception& e) {
+    std::fprintf(stderr, "kjit_conv_bench: %s\n", e.what());
+    return 1;
+}

@@ -1,0 +1,81 @@
+"""PyTorch peers for kjit's conv benchmark, measured in the same run on the same GPU.
+
+Reads kjit_conv_bench's JSON lines (the layer list), times for each layer: eager
+Conv2d -> BatchNorm2d -> SiLU with TF32 allowed, the BN-folded conv + SiLU, and torch.compile of
+the module (1x1 layers); measures the copy bandwidth and TF32 matrix rate ceilings. Prints JSON
+lines. Timing: median of per-launch CUDA-event times, as kjit_conv_bench does.
+"""
+import json
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.backends.cudnn.allow_tf32 = True
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.backends.cudnn.benchmark = True
+torch._dynamo.config.cache_size_limit = 256
+
+
+def median_us(fn, iterations):
+    for _ in range(5):
+        fn()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
+    stops = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
+    for start, stop in zip(starts, stops):
+        start.record()
+        fn()
+        stop.record()
+    torch.cuda.synchronize()
+    times = sorted(1000.0 * a.elapsed_time(b) for a, b in zip(starts, stops))
+    return times[len(times) // 2]
+
+
+def ceilings():
+    n = 1 << 29  # 2 GiB of fp32
+    src, dst = torch.randn(n, device="cuda"), torch.empty(n, device="cuda")
+    copy_us = median_us(lambda: dst.copy_(src), 20)
+    del src, dst
+    a, b = torch.randn(8192, 8192, device="cuda"), torch.randn(8192, 8192, device="cuda")
+    mm_us = median_us(lambda: a @ b, 20)
+    return {"copy_GBps": 2 * 4 * n / copy_us / 1e3, "tf32_TFLOPs": 2 * 8192**3 / mm_us / 1e6}
+
+
+def layer_module(row):
+    k, s = row["kernel"], row["stride"]
+    conv = nn.Conv2d(row["c_in"], row["c_out"], k, stride=s, padding=k // 2, bias=False)
+    bn = nn.BatchNorm2d(row["c_out"])
+    with torch.no_grad():
+        bn.weight.uniform_(0.5, 2.0)
+        bn.bias.uniform_(-1, 1)
+        bn.running_mean.uniform_(-0.2, 0.2)
+        bn.running_var.uniform_(0.5, 2.0)
+    return nn.Sequential(conv, bn, nn.SiLU()).cuda().eval()
+
+
+def main():
+    rows = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")) if "layer" in r]
+    iterations = int(sys.argv[2]) if len(sys.argv) > 2 else 100
+    out = {"ceilings": ceilings(), "torch": torch.__version__, "device": torch.cuda.get_device_name()}
+    print(json.dumps(out), flush=True)
+    for row in rows:
+        module = layer_module(row)
+        x = torch.randn(row["batch"], row["c_in"], row["hw"], row["hw"], device="cuda")
+        conv, bn = module[0], module[1]
+        scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+        w = (conv.weight * scale[:, None, None, None]).detach()
+        b = (bn.bias - scale * bn.running_mean).detach()
+        result = {"layer": row["layer"], "batch": row["batch"]}
+        with torch.no_grad():
+            result["eager_us"] = median_us(lambda: module(x), iterations)
+            pad = row["kernel"] // 2
+            result["folded_us"] = median_us(lambda: F.silu(F.conv2d(x, w, b, stride=row["stride"], padding=pad)), iterations)
+            if row["kernel"] == 1:
+                compiled = torch.compile(module)
+                result["compiled_us"] = median_us(lambda: compiled(x), iterations)
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

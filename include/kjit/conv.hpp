@@ -1,0 +1,166 @@
+// kjit/conv.hpp — fused Conv2d + BatchNorm (inference) + SiLU: the 1×1 tensor-core GEMM kernel,
+// the general direct kernel, the dispatch between them, and a float64 CPU reference.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include <kjit/runtime.hpp>
+#include <kjit/runtime_op.hpp>
+
+namespace kjit {
+
+/// Convolution attributes (PyTorch's Conv2d arguments).
+struct Conv2dAttrs {
+    int kernel_h = 1, kernel_w = 1;
+    int stride_h = 1, stride_w = 1;
+    int pad_h = 0, pad_w = 0;
+    int dilation_h = 1, dilation_w = 1;
+    int groups = 1;
+};
+
+/// The tensors' sizes: input [batch, c_in, height, width], output channels c_out.
+struct Conv2dShape {
+    int batch, c_in, height, width, c_out;
+};
+
+/// Output height and width; throws UsageError for attributes no kjit kernel supports.
+[[nodiscard]] std::pair<int, int> conv2d_output_size(const Conv2dAttrs& attrs, const Conv2dShape& shape);
+
+/// Inference BatchNorm as per-channel scale and shift: scale = γ/√(var+ε), shift = β − scale·μ.
+struct FoldedBatchNorm {
+    std::vector<float> scale;
+    std::vector<float> shift;
+};
+[[nodiscard]] FoldedBatchNorm fold_batch_norm(std::span<const float> gamma, std::span<const float> beta,
+                                              std::span<const float> mean, std::span<const float> var, float eps);
+
+/// Largest shared memory per block on every arch the shipped configurations are built for
+/// (sm_80 and sm_87: 163 KB); pass the device's own limit where it is known.
+inline constexpr int default_max_shared_bytes = 166912;
+
+/// Tile constants of the GEMM kernel.
+struct GemmTiles {
+    int block_m, block_n, block_k, group_m;
+};
+
+/// 1×1, stride 1, unpadded, ungrouped Conv2d + BN + SiLU as a TF32 GEMM
+/// (kernels_src/conv2d_bn_silu_gemm_forward.cu). Y[b][N, M] = W[N, K] · X[b][K, M] with N = C_OUT,
+/// K = C_IN, M = OH·OW; the batch is folded into the columns, so the grid is
+/// ⌈B·M/BLOCK_M⌉·⌈C_OUT/BLOCK_N⌉ blocks, GROUP_M-swizzled.
+class Conv2dBnSiluGemmForward final
+    : public TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>,
+                         param<"bn_shift", float*>, param<"y", float*>, param<"B", std::int32_t>,
+                         param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>, param<"M", std::int32_t>,
+                         param<"y_row_stride", std::int32_t>>,
+      public RuntimeOp {
+public:
+    /// Throws UsageError naming the rule a constant breaks (MMA shape multiples, positivity,
+    /// GROUP_M ≥ 1, shared memory over `max_shared_bytes`).
+    Conv2dBnSiluGemmForward(int block_m, int block_n, int block_k, int group_m,
+                            int max_shared_bytes = default_max_shared_bytes);
+
+    /// Every valid configuration: what warm-up and the across-configuration tests iterate.
+    [[nodiscard]] static std::span<const GemmTiles> configurations();
+    /// Threads and dynamic shared memory of a configuration (the kernel derives the same).
+    [[nodiscard]] static unsigned threads(const GemmTiles& t);
+    [[nodiscard]] static unsigned shared_bytes(const GemmTiles& t);
+
+    [[nodiscard]] int block_m() const noexcept { return tiles_.block_m; }
+    [[nodiscard]] int block_n() const noexcept { return tiles_.block_n; }
+    [[nodiscard]] int block_k() const noexcept { return tiles_.block_k; }
+    [[nodiscard]] int group_m() const noexcept { return tiles_.group_m; }
+
+    // RuntimeOp
+    [[nodiscard]] std::size_t n_activation_inputs() const override { return 1; }
+    [[nodiscard]] std::vector<Shape> param_shapes(std::span<const ShapeView> input_shapes,
+                                                  ShapeView output_shape) const override;
+    [[nodiscard]] std::span<const std::string_view> param_names() const override;
+    [[nodiscard]] std::size_t forward_output_row_elems(ShapeView output_shape) const override;
+    void pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output, ShapeView output_shape,
+                   int output_row_stride, ArgVisitor& visitor) const override;
+    [[nodiscard]] Dims block() const override;
+    [[nodiscard]] Dims grid(ShapeView output_shape) const override;
+    [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return *this; }
+    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return shared_bytes(tiles_); }
+
+private:
+    GemmTiles tiles_;
+};
+
+/// Tile constants of the direct kernel: output channels and output pixels per block.
+struct DirectTiles {
+    int block_oc, block_ow;
+};
+
+/// Conv2d (any kernel size, stride, padding, groups; dilation 1) + BN + SiLU, computed directly
+/// (kernels_src/conv2d_bn_silu_forward.cu). Grid [⌈OW/BLOCK_OW⌉, OH, B·⌈C_OUT/BLOCK_OC⌉].
+class Conv2dBnSiluForward final
+    : public TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>,
+                         param<"bn_shift", float*>, param<"y", float*>, param<"B", std::int32_t>,
+                         param<"C_IN", std::int32_t>, param<"H", std::int32_t>, param<"W", std::int32_t>,
+                         param<"C_OUT", std::int32_t>, param<"OH", std::int32_t>, param<"OW", std::int32_t>,
+                         param<"KH", std::int32_t>, param<"KW", std::int32_t>, param<"stride", std::int32_t>,
+                         param<"pad", std::int32_t>, param<"groups", std::int32_t>,
+                         param<"y_row_stride", std::int32_t>, param<"step_channels", std::int32_t>>,
+      public RuntimeOp {
+public:
+    /// `shape` fixes the channel counts the shared-memory plan is made for. Throws UsageError
+    /// for invalid tiles, unsupported attributes (dilation ≠ 1, unequal strides or paddings), or
+    /// a plan that cannot fit `max_shared_bytes`.
+    Conv2dBnSiluForward(int block_oc, int block_ow, const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                        int max_shared_bytes = default_max_shared_bytes);
+
+    [[nodiscard]] static std::span<const DirectTiles> configurations();
+    [[nodiscard]] static unsigned threads(const DirectTiles& t);
+
+    [[nodiscard]] int block_oc() const noexcept { return tiles_.block_oc; }
+    [[nodiscard]] int block_ow() const noexcept { return tiles_.block_ow; }
+    /// Input channels staged per step, and the shared memory that takes.
+    [[nodiscard]] int step_channels() const noexcept { return step_channels_; }
+
+    // RuntimeOp
+    [[nodiscard]] std::size_t n_activation_inputs() const override { return 1; }
+    [[nodiscard]] std::vector<Shape> param_shapes(std::span<const ShapeView> input_shapes,
+                                                  ShapeView output_shape) const override;
+    [[nodiscard]] std::span<const std::string_view> param_names() const override;
+    [[nodiscard]] std::size_t forward_output_row_elems(ShapeView output_shape) const override;
+    [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
+                                                      ShapeView resolved) const override;
+    void pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output, ShapeView output_shape,
+                   int output_row_stride, ArgVisitor& visitor) const override;
+    [[nodiscard]] Dims block() const override;
+    [[nodiscard]] Dims grid(ShapeView output_shape) const override;
+    [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return *this; }
+    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return shared_bytes_; }
+
+private:
+    DirectTiles tiles_;
+    Conv2dAttrs attrs_;
+    Conv2dShape shape_;
+    int step_channels_;
+    unsigned shared_bytes_;
+};
+
+/// What dispatch needs to know about the device.
+struct DeviceTraits {
+    int multiprocessors = 132;
+    int max_shared_bytes = 232448;
+    static DeviceTraits of(const Device& device);
+};
+
+/// The op for a Conv2d + BN + SiLU layer: the GEMM kernel for 1×1 / stride 1 / pad 0 /
+/// groups 1, the direct kernel otherwise, tiles from a heuristic on the problem and device.
+/// Throws UsageError for attributes neither kernel supports.
+[[nodiscard]] std::unique_ptr<RuntimeOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                                 const DeviceTraits& device);
+
+/// float64 reference: y[b][oc][oh][ow] = silu(scale·conv(x, w) + shift), NCHW, weights
+/// [C_OUT][C_IN/groups][KH][KW].
+[[nodiscard]] std::vector<double> conv2d_bn_silu_reference(std::span<const float> x, std::span<const float> w,
+                                                           std::span<const float> scale, std::span<const float> shift,
+                                                           const Conv2dAttrs& attrs, const Conv2dShape& shape);
+
+}  // namespace kjit

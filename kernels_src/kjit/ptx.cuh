@@ -1,0 +1,70 @@
+// Thin wrappers over the PTX instructions the matrix kernels use: asynchronous copies into
+// shared memory (sm_80+, synchronous elsewhere) and the TF32 tensor-core MMA.
+#pragma once
+
+namespace kjit {
+
+/// The shared-memory address of a generic pointer, as cp.async wants it.
+__device__ __forceinline__ unsigned shared_address(const void* p)
+{
+    unsigned long long a;
+    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+    return static_cast<unsigned>(a);
+}
+
+/// BYTES (4, 8 or 16) global → shared at shared address `dst`; zero-filled when !valid (src is
+/// then not read).
+template <int BYTES>
+__device__ __forceinline__ void copy_async(unsigned dst, const float* src, bool valid)
+{
+#if __CUDA_ARCH__ >= 800
+    if constexpr (BYTES == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(BYTES),
+                     "r"(valid ? BYTES : 0));
+#else
+    float v[BYTES / 4];
+    for (int i = 0; i < BYTES / 4; ++i) v[i] = valid ? src[i] : 0.0f;
+    for (int i = 0; i < BYTES / 4; ++i) asm volatile("st.shared.f32 [%0], %1;" ::"r"(dst + 4 * i), "f"(v[i]));
+#endif
+}
+
+/// Closes the group of copies issued since the last commit.
+__device__ __forceinline__ void copy_commit()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+/// Waits until at most PENDING committed groups are still in flight.
+template <int PENDING>
+__device__ __forceinline__ void copy_wait()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
+#endif
+}
+
+/// fp32 → tf32, rounded to nearest (what the tensor cores read).
+__device__ __forceinline__ unsigned to_tf32(float x)
+{
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+/// d += a·b for one 16×8×8 TF32 tile (fp32 accumulate). Fragment ownership, per the PTX ISA:
+/// with g = lane/4 and q = lane%4, a = {A[g][q], A[g+8][q], A[g][q+4], A[g+8][q+4]},
+/// b = {B[q][g], B[q+4][g]}, d = {D[g][2q], D[g][2q+1], D[g+8][2q], D[g+8][2q+1]}.
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2])
+{
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+}  // namespace kjit
