@@ -59,8 +59,8 @@ Buffers make_buffers(const Device& device, const Conv2dAttrs& a, const Conv2dSha
             random(1ULL * s.batch * s.c_out * oh * ow)};
 }
 
-/// Median µs of one forward, timed launch by launch with events (the same method the PyTorch
-/// side uses).
+/// Median µs of one forward: captured once into a CUDA graph, each replay timed with events
+/// (the PyTorch side does the same), so host-side launch cost stays out of kernel time.
 double time_op(const RuntimeOp& op, const Stream& stream, Buffers& b, const Conv2dAttrs& a, const Conv2dShape& s,
                int iterations) {
     const auto [oh, ow] = conv2d_output_size(a, s);
@@ -70,12 +70,14 @@ double time_op(const RuntimeOp& op, const Stream& stream, Buffers& b, const Conv
     void* const params[] = {b.w.as<float>(), b.scale.as<float>(), b.shift.as<float>()};
     auto& rt = Runtime::global();
     auto once = [&] { op.forward(rt, stream, inputs, params, b.y.as<float>(), ys, oh * ow); };
-    for (int i = 0; i < 5; ++i) once();  // compile/load and warm up
+    for (int i = 0; i < 3; ++i) once();  // compile/load and warm up
+    const Graph graph = Graph::capture(stream, once);
+    for (int i = 0; i < 3; ++i) graph.launch(stream);
     std::vector<Event> starts, stops;
     for (int i = 0; i < iterations; ++i) starts.emplace_back(stream.device()), stops.emplace_back(stream.device());
     for (int i = 0; i < iterations; ++i) {
         starts[i].record(stream);
-        once();
+        graph.launch(stream);
         stops[i].record(stream);
     }
     stream.synchronize();
@@ -85,14 +87,12 @@ double time_op(const RuntimeOp& op, const Stream& stream, Buffers& b, const Conv
     return us[us.size() / 2];
 }
 
-std::unique_ptr<RuntimeOp> make_op(const Layer& l, const Conv2dShape& s, std::size_t config, const Device& device) {
-    if (l.attrs.kernel_h == 1 && l.attrs.stride_h == 1) {
-        const auto& t = Conv2dBnSiluGemmForward::configurations()[config];
+/// The 1x1 GEMM kernel for pointwise layers, the implicit-GEMM kernel for the others.
+std::unique_ptr<RuntimeOp> make_op(const Layer& l, const GemmTiles& t, const Device& device) {
+    if (l.attrs.kernel_h == 1 && l.attrs.stride_h == 1)
         return std::make_unique<Conv2dBnSiluGemmForward>(t.block_m, t.block_n, t.block_k, t.group_m,
                                                          device.max_shared_bytes_per_block());
-    }
-    const auto& t = Conv2dBnSiluForward::configurations()[config];
-    return std::make_unique<Conv2dBnSiluForward>(t.block_oc, t.block_ow, l.attrs, s, device.max_shared_bytes_per_block());
+    return std::make_unique<Conv2dBnSiluForward>(t, l.attrs, device.max_shared_bytes_per_block());
 }
 
 }  // namespace
@@ -130,13 +130,10 @@ int main(int argc, char** argv) try {
                 if (only_batch && batch != only_batch) continue;
                 const Conv2dShape s{batch, l.c_in, l.hw, l.hw, l.c_out};
                 Buffers b = make_buffers(device, l.attrs, s);
-                const bool gemm = l.attrs.kernel_h == 1;
-                const std::size_t configs = gemm ? Conv2dBnSiluGemmForward::configurations().size()
-                                                 : Conv2dBnSiluForward::configurations().size();
                 double best = 1e30;
                 std::string best_id;
-                for (std::size_t c = 0; c < configs; ++c) {
-                    const auto op = make_op(l, s, c, device);
+                for (const auto& t : GemmTiles::configurations()) {
+                    const auto op = make_op(l, t, device);
                     if (op->kernel_for_launch(0).id().find(only_config) == std::string::npos) continue;
                     const double us = time_op(*op, stream, b, l.attrs, s, iterations);
                     if (us < best) best = us, best_id = op->kernel_for_launch(0).id();

@@ -27,7 +27,7 @@ def main():
     print(f"Ceilings measured in this run: copy {ceil['copy_GBps']:.0f} GB/s (read + write), "
           f"TF32 matmul {ceil['tf32_TFLOPs']:.0f} TFLOP/s; PyTorch {head['torch']} on {head['device']}; "
           f"kjit NVRTC {context['nvrtc']}, {context['arch']}.\n")
-    for kind, title in ((1, "1x1 layers: GEMM kernel (TF32 tensor cores)"), (3, "3x3 layers: direct kernel (fp32 FMA)")):
+    for kind, title in ((1, "1x1 layers: GEMM kernel (TF32 tensor cores)"), (3, "3x3 layers: implicit-GEMM kernel (TF32 tensor cores)")):
         rows = [r for r in kjit if r["kernel"] == kind]
         if not rows:
             continue

@@ -94,51 +94,35 @@ DeviceTraits DeviceTraits::of(const Device& device) {
     return {device.multiprocessor_count(), device.max_shared_bytes_per_block()};
 }
 
-// ---- GEMM kernel ------------------------------------------------------------------------------
+// ---- GEMM tiles (both tensor-core kernels) ----------------------------------------------------
 
-unsigned Conv2dBnSiluGemmForward::threads(const GemmTiles& t) {
-    return 32u * static_cast<unsigned>(t.block_m / 32) * (t.block_n >= 64 ? 2u : 1u);
-}
+unsigned GemmTiles::threads() const { return 32u * static_cast<unsigned>(block_m / 32) * (block_n >= 64 ? 2u : 1u); }
 
-unsigned Conv2dBnSiluGemmForward::shared_bytes(const GemmTiles& t) {
-    const int stage_floats = t.block_n * (t.block_k + 4) + t.block_k * (t.block_m + 8);
+unsigned GemmTiles::shared_bytes() const {
+    const int stage_floats = block_n * (block_k + 4) + block_k * (block_m + 8);
     return static_cast<unsigned>(gemm_stages * stage_floats * 4);
 }
 
-namespace {
-GemmTiles validated(GemmTiles t, int max_shared_bytes) {
-    require(t.block_m > 0 && t.block_n > 0 && t.block_k > 0 && t.group_m > 0,
-            fmt::format("GEMM tile constants must be positive: BLOCK_M {}, BLOCK_N {}, BLOCK_K {}, GROUP_M {}",
-                        t.block_m, t.block_n, t.block_k, t.group_m));
-    require(t.block_m == 32 || t.block_m == 64 || t.block_m == 128,
+void GemmTiles::validate(int max_shared_bytes) const {
+    require(block_m > 0 && block_n > 0 && block_k > 0 && group_m > 0,
+            fmt::format("GEMM tile constants must be positive: BLOCK_M {}, BLOCK_N {}, BLOCK_K {}, GROUP_M {}", block_m,
+                        block_n, block_k, group_m));
+    require(block_m == 32 || block_m == 64 || block_m == 128,
             fmt::format("BLOCK_M = {} must be 32, 64 or 128: each warp owns 32 columns, at most 4 warps across",
-                        t.block_m));
-    require(t.block_n % 16 == 0 && t.block_n <= 256,
-            fmt::format("BLOCK_N = {} must be a multiple of 16 (the MMA tile's rows), at most 256", t.block_n));
-    require(t.block_n < 64 || t.block_n % 32 == 0,
+                        block_m));
+    require(block_n % 16 == 0 && block_n <= 256,
+            fmt::format("BLOCK_N = {} must be a multiple of 16 (the MMA tile's rows), at most 256", block_n));
+    require(block_n < 64 || block_n % 32 == 0,
             fmt::format("BLOCK_N = {} must be a multiple of 32 from 64 on: it is split over 2 warps of 16-row tiles",
-                        t.block_n));
-    require(t.block_k % 8 == 0 && t.block_k <= 64,
-            fmt::format("BLOCK_K = {} must be a multiple of 8 (the MMA's k), at most 64", t.block_k));
-    const unsigned smem = Conv2dBnSiluGemmForward::shared_bytes(t);
-    require(smem <= static_cast<unsigned>(max_shared_bytes),
-            fmt::format("tiles {}x{}x{} need {} bytes of shared memory ({} stages): the target allows {}", t.block_m,
-                        t.block_n, t.block_k, smem, gemm_stages, max_shared_bytes));
-    return t;
+                        block_n));
+    require(block_k % 8 == 0 && block_k <= 64,
+            fmt::format("BLOCK_K = {} must be a multiple of 8 (the MMA's k), at most 64", block_k));
+    require(shared_bytes() <= static_cast<unsigned>(max_shared_bytes),
+            fmt::format("tiles {}x{}x{} need {} bytes of shared memory ({} stages): the target allows {}", block_m,
+                        block_n, block_k, shared_bytes(), gemm_stages, max_shared_bytes));
 }
-}  // namespace
 
-Conv2dBnSiluGemmForward::Conv2dBnSiluGemmForward(int block_m, int block_n, int block_k, int group_m,
-                                                 int max_shared_bytes)
-    : TypedKernel("conv2d_bn_silu_gemm_forward",
-                  {{"BLOCK_M", std::int64_t{block_m}},
-                   {"BLOCK_N", std::int64_t{block_n}},
-                   {"BLOCK_K", std::int64_t{block_k}},
-                   {"GROUP_M", std::int64_t{group_m}}},
-                  threads(validated({block_m, block_n, block_k, group_m}, max_shared_bytes))),
-      tiles_{block_m, block_n, block_k, group_m} {}
-
-std::span<const GemmTiles> Conv2dBnSiluGemmForward::configurations() {
+std::span<const GemmTiles> GemmTiles::configurations() {
     static const std::vector<GemmTiles> list = [] {
         std::vector<GemmTiles> l;
         for (int m : {32, 64, 128})
@@ -148,6 +132,25 @@ std::span<const GemmTiles> Conv2dBnSiluGemmForward::configurations() {
     }();
     return list;
 }
+
+namespace {
+std::vector<Constant> gemm_constants(const GemmTiles& t, int max_shared_bytes) {
+    t.validate(max_shared_bytes);
+    return {{"BLOCK_M", std::int64_t{t.block_m}},
+            {"BLOCK_N", std::int64_t{t.block_n}},
+            {"BLOCK_K", std::int64_t{t.block_k}},
+            {"GROUP_M", std::int64_t{t.group_m}}};
+}
+}  // namespace
+
+// ---- 1x1 GEMM kernel --------------------------------------------------------------------------
+
+Conv2dBnSiluGemmForward::Conv2dBnSiluGemmForward(int block_m, int block_n, int block_k, int group_m,
+                                                 int max_shared_bytes)
+    : TypedKernel("conv2d_bn_silu_gemm_forward",
+                  gemm_constants({block_m, block_n, block_k, group_m}, max_shared_bytes),
+                  GemmTiles{block_m, block_n, block_k, group_m}.threads()),
+      tiles_{block_m, block_n, block_k, group_m} {}
 
 std::vector<Shape> Conv2dBnSiluGemmForward::param_shapes(std::span<const ShapeView> input_shapes,
                                                          ShapeView output_shape) const {
@@ -186,7 +189,7 @@ void Conv2dBnSiluGemmForward::pack_args(std::span<const Tensor> inputs, std::spa
     visitor.visit_i32(output_row_stride);
 }
 
-Dims Conv2dBnSiluGemmForward::block() const { return {threads(tiles_), 1, 1}; }
+Dims Conv2dBnSiluGemmForward::block() const { return {tiles_.threads(), 1, 1}; }
 
 Dims Conv2dBnSiluGemmForward::grid(ShapeView output_shape) const {
     check_rank4(output_shape, "output y");
@@ -197,13 +200,141 @@ Dims Conv2dBnSiluGemmForward::grid(ShapeView output_shape) const {
     return {static_cast<unsigned>(tiles), 1, 1};
 }
 
-// ---- direct kernel ----------------------------------------------------------------------------
+// ---- helpers of the general conv ops (implicit GEMM and direct) --------------------------------
 
-unsigned Conv2dBnSiluForward::threads(const DirectTiles& t) {
+namespace {
+
+/// NCHW input and output of a general conv, checked against the attributes; the ints the
+/// kernels take, in their order up to y_row_stride.
+struct ConvCall {
+    Conv2dShape shape;
+    int oh, ow;
+};
+
+ConvCall resolve_call(const Conv2dAttrs& a, std::span<const Tensor> inputs, ShapeView output_shape,
+                      int output_row_stride) {
+    check_rank4(output_shape, "output y");
+    require(inputs.size() == 1, fmt::format("conv2d_bn_silu takes 1 input, {} given", inputs.size()));
+    const ShapeView x = inputs[0].shape;
+    check_rank4(x, "input x");
+    const Conv2dShape s{as_i32(x[0], "B"), as_i32(x[1], "C_IN"), as_i32(x[2], "H"), as_i32(x[3], "W"),
+                        as_i32(output_shape[1], "C_OUT")};
+    const auto [oh, ow] = conv2d_output_size(a, s);
+    require(output_shape[0] == x[0] && output_shape[2] == static_cast<std::size_t>(oh) &&
+                output_shape[3] == static_cast<std::size_t>(ow),
+            fmt::format("output shape [{}] does not match the convolution's [{}, {}, {}, {}]",
+                        fmt::join(output_shape, ", "), x[0], s.c_out, oh, ow));
+    require(output_row_stride >= oh * ow,
+            fmt::format("y_row_stride = {} is below the row length OH*OW = {}", output_row_stride, oh * ow));
+    as_i32(x[0] * x[1] * x[2] * x[3], "input elements");
+    return {s, oh, ow};
+}
+
+void visit_conv_ints(const ConvCall& c, const Conv2dAttrs& a, int output_row_stride, ArgVisitor& visitor) {
+    for (int v : {c.shape.batch, c.shape.c_in, c.shape.height, c.shape.width, c.shape.c_out, c.oh, c.ow, a.kernel_h,
+                  a.kernel_w, a.stride_h, a.pad_h, a.groups, output_row_stride})
+        visitor.visit_i32(v);
+}
+
+std::vector<Shape> conv_param_shapes(const Conv2dAttrs& a, std::span<const ShapeView> input_shapes,
+                                     ShapeView output_shape) {
+    require(input_shapes.size() == 1, "conv2d_bn_silu takes 1 input");
+    check_rank4(input_shapes[0], "input x");
+    check_rank4(output_shape, "output y");
+    const std::size_t c_out = output_shape[1], cin_pg = input_shapes[0][1] / a.groups;
+    return {{c_out, cin_pg, static_cast<std::size_t>(a.kernel_h), static_cast<std::size_t>(a.kernel_w)},
+            {c_out},
+            {c_out}};
+}
+
+Shape conv_output_shape(const Conv2dAttrs& a, std::span<const ShapeView> input_shapes, ShapeView resolved) {
+    require(input_shapes.size() == 1, "conv2d_bn_silu takes 1 input");
+    check_rank4(input_shapes[0], "input x");
+    check_rank4(resolved, "output y");
+    const ShapeView x = input_shapes[0];
+    const Conv2dShape s{as_i32(x[0], "B"), as_i32(x[1], "C_IN"), as_i32(x[2], "H"), as_i32(x[3], "W"),
+                        as_i32(resolved[1], "C_OUT")};
+    const auto [oh, ow] = conv2d_output_size(a, s);
+    return {x[0], resolved[1], static_cast<std::size_t>(oh), static_cast<std::size_t>(ow)};
+}
+
+std::size_t nchw_row_elems(ShapeView output_shape) {
+    check_rank4(output_shape, "output y");
+    return output_shape[2] * output_shape[3];
+}
+
+void require_one_stride_and_pad(const Conv2dAttrs& a) {
+    require(a.stride_h == a.stride_w && a.pad_h == a.pad_w,
+            fmt::format("stride {}x{} and padding {}x{}: kjit's conv kernels take one stride and one padding for "
+                        "both axes",
+                        a.stride_h, a.stride_w, a.pad_h, a.pad_w));
+    require(a.kernel_h > 0 && a.kernel_w > 0 && a.stride_h > 0 && a.pad_h >= 0 && a.groups > 0,
+            "kernel size, stride and groups must be positive, padding not negative");
+    require(a.dilation_h == 1 && a.dilation_w == 1,
+            fmt::format("dilation {}x{} is not supported: kjit's conv kernels take dilation 1", a.dilation_h,
+                        a.dilation_w));
+}
+
+}  // namespace
+
+// ---- implicit-GEMM kernel (general convolutions on tensor cores) -------------------------------
+
+Conv2dBnSiluForward::Conv2dBnSiluForward(const GemmTiles& tiles, const Conv2dAttrs& attrs, int max_shared_bytes)
+    : TypedKernel("conv2d_bn_silu_forward", gemm_constants(tiles, max_shared_bytes), tiles.threads()),
+      tiles_(tiles),
+      attrs_(attrs) {
+    require_one_stride_and_pad(attrs);
+}
+
+std::vector<Shape> Conv2dBnSiluForward::param_shapes(std::span<const ShapeView> input_shapes,
+                                                     ShapeView output_shape) const {
+    return conv_param_shapes(attrs_, input_shapes, output_shape);
+}
+
+std::span<const std::string_view> Conv2dBnSiluForward::param_names() const { return conv_param_names; }
+
+std::size_t Conv2dBnSiluForward::forward_output_row_elems(ShapeView output_shape) const {
+    return nchw_row_elems(output_shape);
+}
+
+Shape Conv2dBnSiluForward::compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
+                                                         ShapeView resolved) const {
+    return conv_output_shape(attrs_, input_shapes, resolved);
+}
+
+void Conv2dBnSiluForward::pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output,
+                                    ShapeView output_shape, int output_row_stride, ArgVisitor& visitor) const {
+    const ConvCall call = resolve_call(attrs_, inputs, output_shape, output_row_stride);
+    const int taps = attrs_.kernel_h * attrs_.kernel_w;
+    require(taps <= 64, fmt::format("a {}x{} kernel has {} taps: the implicit-GEMM kernel takes at most 64",
+                                    attrs_.kernel_h, attrs_.kernel_w, taps));
+    visit_tensors(inputs, params, output, visitor);
+    visit_conv_ints(call, attrs_, output_row_stride, visitor);
+}
+
+Dims Conv2dBnSiluForward::block() const { return {tiles_.threads(), 1, 1}; }
+
+Dims Conv2dBnSiluForward::grid(ShapeView output_shape) const {
+    check_rank4(output_shape, "output y");
+    const std::size_t p = output_shape[0] * output_shape[2] * output_shape[3];
+    const std::size_t n = output_shape[1] / static_cast<std::size_t>(attrs_.groups);
+    const std::size_t tiles = (p + tiles_.block_m - 1) / tiles_.block_m * ((n + tiles_.block_n - 1) / tiles_.block_n);
+    require(tiles <= INT32_MAX && attrs_.groups <= 65535,
+            fmt::format("{} blocks x {} groups exceed the grid's limits: split the batch", tiles, attrs_.groups));
+    return {static_cast<unsigned>(tiles), static_cast<unsigned>(attrs_.groups), 1};
+}
+
+Dims Conv2dBnSiluForward::grid_for_launch(std::size_t, std::span<const ShapeView>, ShapeView output_shape) const {
+    return grid(output_shape);
+}
+
+// ---- direct kernel (depthwise, narrow groups) ----------------------------------------------------------------------------
+
+unsigned Conv2dBnSiluDirectForward::threads(const DirectTiles& t) {
     return static_cast<unsigned>((t.block_oc / 4) * (t.block_ow / 4));
 }
 
-std::span<const DirectTiles> Conv2dBnSiluForward::configurations() {
+std::span<const DirectTiles> Conv2dBnSiluDirectForward::configurations() {
     static const std::vector<DirectTiles> list = [] {
         std::vector<DirectTiles> l;
         for (int oc : {16, 32, 64})
@@ -221,25 +352,22 @@ DirectTiles validated(DirectTiles t) {
     require(t.block_oc % 4 == 0 && t.block_ow % 4 == 0,
             fmt::format("BLOCK_OC = {} and BLOCK_OW = {} must be multiples of 4 (each thread computes 4x4 outputs)",
                         t.block_oc, t.block_ow));
-    const unsigned n = Conv2dBnSiluForward::threads(t);
+    const unsigned n = Conv2dBnSiluDirectForward::threads(t);
     require(n >= 32 && n <= 1024 && n % 32 == 0,
             fmt::format("BLOCK_OC/4 * BLOCK_OW/4 = {} threads: must be a multiple of 32 between 32 and 1024", n));
     return t;
 }
 }  // namespace
 
-Conv2dBnSiluForward::Conv2dBnSiluForward(int block_oc, int block_ow, const Conv2dAttrs& attrs,
+Conv2dBnSiluDirectForward::Conv2dBnSiluDirectForward(int block_oc, int block_ow, const Conv2dAttrs& attrs,
                                          const Conv2dShape& shape, int max_shared_bytes)
-    : TypedKernel("conv2d_bn_silu_forward", {{"BLOCK_OC", std::int64_t{block_oc}}, {"BLOCK_OW", std::int64_t{block_ow}}},
+    : TypedKernel("conv2d_bn_silu_direct_forward", {{"BLOCK_OC", std::int64_t{block_oc}}, {"BLOCK_OW", std::int64_t{block_ow}}},
                   threads(validated({block_oc, block_ow}))),
       tiles_{block_oc, block_ow},
       attrs_(attrs),
       shape_(shape) {
     (void)conv2d_output_size(attrs, shape);
-    require(attrs.stride_h == attrs.stride_w && attrs.pad_h == attrs.pad_w,
-            fmt::format("stride {}x{} and padding {}x{}: the direct kernel takes one stride and one padding for both "
-                        "axes",
-                        attrs.stride_h, attrs.stride_w, attrs.pad_h, attrs.pad_w));
+    require_one_stride_and_pad(attrs);
     // Shared-memory plan: per input channel staged, the input rows of every group a block can
     // touch plus that channel's weights for the block's output channels.
     const int cin_pg = shape.c_in / attrs.groups, cout_pg = shape.c_out / attrs.groups;
@@ -256,63 +384,37 @@ Conv2dBnSiluForward::Conv2dBnSiluForward(int block_oc, int block_ow, const Conv2
     shared_bytes_ = static_cast<unsigned>(step_channels_ * per_channel);
 }
 
-std::vector<Shape> Conv2dBnSiluForward::param_shapes(std::span<const ShapeView> input_shapes,
-                                                     ShapeView output_shape) const {
-    require(input_shapes.size() == 1, "conv2d_bn_silu takes 1 input");
-    check_rank4(input_shapes[0], "input x");
-    check_rank4(output_shape, "output y");
-    const std::size_t c_out = output_shape[1], cin_pg = input_shapes[0][1] / attrs_.groups;
-    return {{c_out, cin_pg, static_cast<std::size_t>(attrs_.kernel_h), static_cast<std::size_t>(attrs_.kernel_w)},
-            {c_out},
-            {c_out}};
+std::vector<Shape> Conv2dBnSiluDirectForward::param_shapes(std::span<const ShapeView> input_shapes,
+                                                           ShapeView output_shape) const {
+    return conv_param_shapes(attrs_, input_shapes, output_shape);
 }
 
-std::span<const std::string_view> Conv2dBnSiluForward::param_names() const { return conv_param_names; }
+std::span<const std::string_view> Conv2dBnSiluDirectForward::param_names() const { return conv_param_names; }
 
-std::size_t Conv2dBnSiluForward::forward_output_row_elems(ShapeView output_shape) const {
-    check_rank4(output_shape, "output y");
-    return output_shape[2] * output_shape[3];
+std::size_t Conv2dBnSiluDirectForward::forward_output_row_elems(ShapeView output_shape) const {
+    return nchw_row_elems(output_shape);
 }
 
-Shape Conv2dBnSiluForward::compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
-                                                         ShapeView resolved) const {
-    require(input_shapes.size() == 1, "conv2d_bn_silu takes 1 input");
-    check_rank4(input_shapes[0], "input x");
-    check_rank4(resolved, "output y");
-    const ShapeView x = input_shapes[0];
-    const Conv2dShape s{as_i32(x[0], "B"), as_i32(x[1], "C_IN"), as_i32(x[2], "H"), as_i32(x[3], "W"),
-                        as_i32(resolved[1], "C_OUT")};
-    const auto [oh, ow] = conv2d_output_size(attrs_, s);
-    return {x[0], resolved[1], static_cast<std::size_t>(oh), static_cast<std::size_t>(ow)};
+Shape Conv2dBnSiluDirectForward::compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
+                                                               ShapeView resolved) const {
+    return conv_output_shape(attrs_, input_shapes, resolved);
 }
 
-void Conv2dBnSiluForward::pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output,
-                                    ShapeView output_shape, int output_row_stride, ArgVisitor& visitor) const {
-    check_rank4(output_shape, "output y");
-    visit_tensors(inputs, params, output, visitor);
-    const ShapeView x = inputs[0].shape;
-    check_rank4(x, "input x");
-    const Conv2dShape s{as_i32(x[0], "B"), as_i32(x[1], "C_IN"), as_i32(x[2], "H"), as_i32(x[3], "W"),
-                        as_i32(output_shape[1], "C_OUT")};
-    require(s.c_in == shape_.c_in && s.c_out == shape_.c_out,
+void Conv2dBnSiluDirectForward::pack_args(std::span<const Tensor> inputs, std::span<void* const> params,
+                                          void* output, ShapeView output_shape, int output_row_stride,
+                                          ArgVisitor& visitor) const {
+    const ConvCall call = resolve_call(attrs_, inputs, output_shape, output_row_stride);
+    require(call.shape.c_in == shape_.c_in && call.shape.c_out == shape_.c_out,
             fmt::format("this op was planned for {} -> {} channels, not {} -> {}: dispatch a new op", shape_.c_in,
-                        shape_.c_out, s.c_in, s.c_out));
-    const auto [oh, ow] = conv2d_output_size(attrs_, s);
-    require(output_shape[0] == x[0] && output_shape[2] == static_cast<std::size_t>(oh) &&
-                output_shape[3] == static_cast<std::size_t>(ow),
-            fmt::format("output shape [{}] does not match the convolution's [{}, {}, {}, {}]",
-                        fmt::join(output_shape, ", "), x[0], s.c_out, oh, ow));
-    require(output_row_stride >= oh * ow,
-            fmt::format("y_row_stride = {} is below the row length OH*OW = {}", output_row_stride, oh * ow));
-    as_i32(x[0] * x[1] * x[2] * x[3], "input elements");
-    for (int v : {s.batch, s.c_in, s.height, s.width, s.c_out, oh, ow, attrs_.kernel_h, attrs_.kernel_w,
-                  attrs_.stride_h, attrs_.pad_h, attrs_.groups, output_row_stride, step_channels_})
-        visitor.visit_i32(v);
+                        shape_.c_out, call.shape.c_in, call.shape.c_out));
+    visit_tensors(inputs, params, output, visitor);
+    visit_conv_ints(call, attrs_, output_row_stride, visitor);
+    visitor.visit_i32(step_channels_);
 }
 
-Dims Conv2dBnSiluForward::block() const { return {threads(tiles_), 1, 1}; }
+Dims Conv2dBnSiluDirectForward::block() const { return {threads(tiles_), 1, 1}; }
 
-Dims Conv2dBnSiluForward::grid(ShapeView output_shape) const {
+Dims Conv2dBnSiluDirectForward::grid(ShapeView output_shape) const {
     check_rank4(output_shape, "output y");
     const std::size_t oc_tiles = (output_shape[1] + tiles_.block_oc - 1) / tiles_.block_oc;
     const std::size_t z = output_shape[0] * oc_tiles;
@@ -341,20 +443,27 @@ double gemm_cost(const GemmTiles& t, long long p, int n, int k, int sms) {
 std::unique_ptr<RuntimeOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s,
                                                    const DeviceTraits& device) {
     const auto [oh, ow] = conv2d_output_size(a, s);
+    const int cin_pg = s.c_in / a.groups, cout_pg = s.c_out / a.groups;
     const bool pointwise = a.kernel_h == 1 && a.kernel_w == 1 && a.stride_h == 1 && a.stride_w == 1 &&
                            a.pad_h == 0 && a.pad_w == 0 && a.groups == 1;
-    if (pointwise) {
+    // Tensor cores pay when each group's GEMM is at least one MMA tile deep and tall.
+    const bool wide_groups = cin_pg * a.kernel_h * a.kernel_w >= 16 && cout_pg >= 16 &&
+                             a.kernel_h * a.kernel_w <= 64 && a.stride_h == a.stride_w && a.pad_h == a.pad_w;
+    if (pointwise || wide_groups) {
         const long long p = 1LL * s.batch * oh * ow;
+        const int k = cin_pg * a.kernel_h * a.kernel_w;
         const GemmTiles* best = nullptr;
         double best_cost = 0;
-        for (const auto& t : Conv2dBnSiluGemmForward::configurations()) {
-            if (Conv2dBnSiluGemmForward::shared_bytes(t) > static_cast<unsigned>(device.max_shared_bytes)) continue;
-            const double cost = gemm_cost(t, p, s.c_out, s.c_in, device.multiprocessors);
+        for (const auto& t : GemmTiles::configurations()) {
+            if (t.shared_bytes() > static_cast<unsigned>(device.max_shared_bytes)) continue;
+            const double cost = a.groups * gemm_cost(t, p, cout_pg, k, device.multiprocessors);
             if (!best || cost < best_cost) best = &t, best_cost = cost;
         }
         require(best != nullptr, "no GEMM configuration fits this device's shared memory");
-        return std::make_unique<Conv2dBnSiluGemmForward>(best->block_m, best->block_n, best->block_k, best->group_m,
-                                                         device.max_shared_bytes);
+        if (pointwise)
+            return std::make_unique<Conv2dBnSiluGemmForward>(best->block_m, best->block_n, best->block_k,
+                                                             best->group_m, device.max_shared_bytes);
+        return std::make_unique<Conv2dBnSiluForward>(*best, a, device.max_shared_bytes);
     }
     // Direct: pixels per block from the row width; channels per block shrink until the grid
     // covers the device twice.
@@ -362,8 +471,8 @@ std::unique_ptr<RuntimeOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const C
     int block_oc = 64;
     auto blocks = [&](int oc) { return 1LL * ((ow + block_ow - 1) / block_ow) * oh * s.batch * ((s.c_out + oc - 1) / oc); };
     while (block_oc > 16 && (blocks(block_oc) < 2LL * device.multiprocessors || block_oc / 2 >= s.c_out)) block_oc /= 2;
-    if (Conv2dBnSiluForward::threads({block_oc, block_ow}) < 32) block_oc = 32;
-    return std::make_unique<Conv2dBnSiluForward>(block_oc, block_ow, a, s, device.max_shared_bytes);
+    if (Conv2dBnSiluDirectForward::threads({block_oc, block_ow}) < 32) block_oc = 32;
+    return std::make_unique<Conv2dBnSiluDirectForward>(block_oc, block_ow, a, s, device.max_shared_bytes);
 }
 
 // ---- reference ----------------------------------------------------------------------------------

@@ -35,17 +35,26 @@ const std::variant<Driver, std::string>& load() {
         keep_ptxas_report();  // the driver reads it in cuInit
         Driver d;
         std::string missing;
-        // Ask for each symbol at the CUDA version whose headers typed the pointer.
-        auto resolve = [&](auto& fn, const char* name) {
+        // Ask for each function by the name cuda.h's macros map it to (cuGraphInstantiate is
+        // cuGraphInstantiateWithFlags), without its _vN suffix, at the CUDA version whose headers
+        // typed the pointer: that is the variant the pointer's type describes.
+        auto resolve = [&](auto& fn, std::string name) {
+            if (const auto v = name.rfind("_v"); v != std::string::npos && v + 2 < name.size() &&
+                                                 name.find_first_not_of("0123456789", v + 2) == std::string::npos)
+                name.erase(v);
             void* p = nullptr;
             CUdriverProcAddressQueryResult status{};
-            if (get_proc(name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS || !p)
-                missing += std::string(missing.empty() ? "" : ", ") + name;
+            if (get_proc(name.c_str(), &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS || !p)
+                missing += (missing.empty() ? "" : ", ") + name;
             fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
         };
-#define KJIT_RESOLVE(name) resolve(d.name, #name);
+#define KJIT_NAME(name) #name
+#define KJIT_EXPANDED_NAME(name) KJIT_NAME(name)
+#define KJIT_RESOLVE(name) resolve(d.name, KJIT_EXPANDED_NAME(name));
         KJIT_DRIVER_FUNCTIONS(KJIT_RESOLVE)
 #undef KJIT_RESOLVE
+#undef KJIT_EXPANDED_NAME
+#undef KJIT_NAME
         if (!missing.empty())
             return fmt::format("CUDA driver too old for this kjit (built against CUDA {}.{}): missing {}",
                                CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10, missing);

@@ -204,4 +204,46 @@ float Event::elapsed_ms(const Event& start, const Event& end) {
     return ms;
 }
 
+// ---- Graph ----------------------------------------------------------------------------------
+
+void Graph::begin_capture(const Stream& stream) {
+    stream.device().make_current();
+    KJIT_CU(cuStreamBeginCapture, stream.handle(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+}
+
+void Graph::abandon_capture(const Stream& stream) noexcept {
+    try {
+        CUgraph graph = nullptr;
+        if (detail::driver().cuStreamEndCapture(stream.handle(), &graph) == CUDA_SUCCESS && graph)
+            detail::driver().cuGraphDestroy(graph);
+    } catch (...) {
+    }
+}
+
+Graph Graph::end_capture(const Stream& stream) {
+    CUgraph graph = nullptr;
+    KJIT_CU(cuStreamEndCapture, stream.handle(), &graph);
+    CUgraphExec exec = nullptr;
+    const CUresult rc = detail::driver().cuGraphInstantiate(&exec, graph, 0);
+    detail::driver().cuGraphDestroy(graph);
+    detail::check(rc, "cuGraphInstantiate");
+    return Graph(exec);
+}
+
+Graph::~Graph() {
+    if (exec_) detail::release(&detail::Driver::cuGraphExecDestroy, exec_);
+}
+
+Graph::Graph(Graph&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
+
+Graph& Graph::operator=(Graph&& other) noexcept {
+    if (this != &other) {
+        if (exec_) detail::release(&detail::Driver::cuGraphExecDestroy, exec_);
+        exec_ = std::exchange(other.exec_, nullptr);
+    }
+    return *this;
+}
+
+void Graph::launch(const Stream& stream) const { KJIT_CU(cuGraphLaunch, exec_, stream.handle()); }
+
 }  // namespace kjit

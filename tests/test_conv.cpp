@@ -60,7 +60,7 @@ TEST_CASE("GEMM op: names, parameter shapes, row elems, grid and argument order 
     CHECK(op.entry_point_source().find("__launch_bounds__(64)") != std::string::npos);
     CHECK_FALSE(op.has_backward());
     CHECK(op.n_launches() == 1);
-    CHECK(op.shared_bytes_for_launch(0) == Conv2dBnSiluGemmForward::shared_bytes({64, 32, 16, 8}));
+    CHECK(op.shared_bytes_for_launch(0) == (GemmTiles{64, 32, 16, 8}.shared_bytes()));
 
     for (std::size_t b : {1, 3, 32})
         for (std::size_t k : {1, 3, 64, 2048})
@@ -139,11 +139,42 @@ TEST_CASE("GEMM constants are validated at construction, naming the rule") {
     CHECK(error_of([] { Conv2dBnSiluGemmForward(128, 128, 32, 1); }) == "no error");
 }
 
+TEST_CASE("implicit-GEMM op: shapes, output size, grid over groups and argument order") {
+    const Conv2dAttrs a{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1, .groups = 2};
+    const Conv2dBnSiluForward op({64, 32, 16, 8}, a);
+    CHECK(op.id() == "conv2d_bn_silu_forward__f32__64__32__16__8");
+    CHECK(op.block() == Dims{64, 1, 1});
+    CHECK(op.entry_point_source().find("__launch_bounds__(64)") != std::string::npos);
+    const Shape x{3, 16, 15, 17};
+    const ShapeView inputs[] = {x};
+    const Shape y = op.compute_concrete_output_shape(inputs, Shape{3, 40, 0, 0});
+    CHECK(y == Shape{3, 40, 8, 9});
+    CHECK(op.param_shapes(inputs, y) == std::vector<Shape>{{40, 8, 3, 3}, {40}, {40}});
+    CHECK(op.forward_output_row_elems(y) == 72);
+    // Columns: 3·8·9 = 216 → 4 tiles of 64; rows per group: 20 → 1 tile of 32; 2 groups.
+    CHECK(op.grid(y) == Dims{4, 2, 1});
+    CHECK(op.grid_for_launch(0, inputs, y) == op.grid(y));
+    Recorder r;
+    const Tensor in[] = {{fake(0x100), x}};
+    void* const params[] = {fake(0x200), fake(0x300), fake(0x400)};
+    op.pack_args(in, params, fake(0x500), y, 72, r);
+    REQUIRE(r.args.size() == 18);
+    const std::int64_t expected[] = {3, 16, 15, 17, 40, 8, 9, 3, 3, 2, 1, 2, 72};
+    for (std::size_t k = 0; k < 13; ++k) CHECK(r.i(5 + k) == expected[k]);
+    ArgPack pack(op.params(), op.id());
+    op.pack_args(in, params, fake(0x500), y, 72, pack);
+    pack.check_complete();
+    const Shape wrong{3, 40, 7, 9};
+    CHECK(error_of([&] { op.pack_args(in, params, fake(0x500), wrong, 72, r); }).find("does not match") !=
+          std::string::npos);
+    CHECK(error_of([&] { Conv2dBnSiluForward({48, 32, 16, 8}, a); }).find("BLOCK_M = 48") != std::string::npos);
+}
+
 TEST_CASE("direct op: shapes, output size, grid and argument order") {
     const Conv2dAttrs a{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1, .groups = 4};
     const Conv2dShape s{2, 16, 15, 17, 24};
-    const Conv2dBnSiluForward op(32, 16, a, s);
-    CHECK(op.id() == "conv2d_bn_silu_forward__f32__32__16");
+    const Conv2dBnSiluDirectForward op(32, 16, a, s);
+    CHECK(op.id() == "conv2d_bn_silu_direct_forward__f32__32__16");
     CHECK(op.block() == Dims{32, 1, 1});
     const Shape x{2, 16, 15, 17};
     const ShapeView inputs[] = {x};
@@ -169,36 +200,45 @@ TEST_CASE("direct op: shapes, output size, grid and argument order") {
 TEST_CASE("direct constants and attributes are validated") {
     const Conv2dAttrs k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
     const Conv2dShape s{1, 8, 8, 8, 8};
-    CHECK(error_of([&] { Conv2dBnSiluForward(0, 32, k3, s); }).find("must be positive") != std::string::npos);
-    CHECK(error_of([&] { Conv2dBnSiluForward(18, 32, k3, s); }).find("multiples of 4") != std::string::npos);
-    CHECK(error_of([&] { Conv2dBnSiluForward(16, 16, k3, s); }).find("multiple of 32 between 32 and 1024") !=
+    CHECK(error_of([&] { Conv2dBnSiluDirectForward(0, 32, k3, s); }).find("must be positive") != std::string::npos);
+    CHECK(error_of([&] { Conv2dBnSiluDirectForward(18, 32, k3, s); }).find("multiples of 4") != std::string::npos);
+    CHECK(error_of([&] { Conv2dBnSiluDirectForward(16, 16, k3, s); }).find("multiple of 32 between 32 and 1024") !=
           std::string::npos);
     Conv2dAttrs dilated = k3;
     dilated.dilation_h = 2;
-    CHECK(error_of([&] { Conv2dBnSiluForward(32, 32, dilated, s); }).find("dilation 2x1 is not supported") !=
+    CHECK(error_of([&] { Conv2dBnSiluDirectForward(32, 32, dilated, s); }).find("dilation 2x1 is not supported") !=
           std::string::npos);
     Conv2dAttrs uneven = k3;
     uneven.stride_w = 2;
-    CHECK(error_of([&] { Conv2dBnSiluForward(32, 32, uneven, s); }).find("one stride") != std::string::npos);
+    CHECK(error_of([&] { Conv2dBnSiluDirectForward(32, 32, uneven, s); }).find("one stride") != std::string::npos);
     Conv2dAttrs grouped = k3;
     grouped.groups = 3;
-    CHECK(error_of([&] { Conv2dBnSiluForward(32, 32, grouped, s); }).find("must divide") != std::string::npos);
+    CHECK(error_of([&] { Conv2dBnSiluDirectForward(32, 32, grouped, s); }).find("must divide") != std::string::npos);
     const Conv2dAttrs huge{.kernel_h = 31, .kernel_w = 31, .pad_h = 15, .pad_w = 15};
-    CHECK(error_of([&] { Conv2dBnSiluForward(64, 64, huge, {1, 8, 64, 64, 64}, 48 * 1024); }).find("Use smaller tiles") !=
+    CHECK(error_of([&] { Conv2dBnSiluDirectForward(64, 64, huge, {1, 8, 64, 64, 64}, 48 * 1024); }).find("Use smaller tiles") !=
           std::string::npos);
 }
 
-TEST_CASE("dispatch: the GEMM kernel for 1x1/s1/p0/g1, the direct kernel otherwise, errors for the rest") {
+TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwise; errors for the rest") {
     const DeviceTraits h200{132, 232448};
-    auto is_gemm = [&](const Conv2dAttrs& a, const Conv2dShape& s) {
-        return dynamic_cast<Conv2dBnSiluGemmForward*>(dispatch_conv2d_bn_silu(a, s, h200).get()) != nullptr;
+    auto kernel = [&](const Conv2dAttrs& a, const Conv2dShape& s) {
+        return dispatch_conv2d_bn_silu(a, s, h200)->kernel_for_launch(0).name();
     };
     const Conv2dShape s{8, 64, 28, 28, 128};
-    CHECK(is_gemm({}, s));
-    CHECK_FALSE(is_gemm({.stride_h = 2, .stride_w = 2}, s));
-    CHECK_FALSE(is_gemm({.pad_h = 1, .pad_w = 1}, s));
-    CHECK_FALSE(is_gemm({.groups = 2}, s));
-    CHECK_FALSE(is_gemm({.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, s));
+    CHECK(kernel({}, s) == "conv2d_bn_silu_gemm_forward");
+    CHECK(kernel({.stride_h = 2, .stride_w = 2}, s) == "conv2d_bn_silu_forward");
+    CHECK(kernel({.pad_h = 1, .pad_w = 1}, s) == "conv2d_bn_silu_forward");
+    CHECK(kernel({.groups = 2}, s) == "conv2d_bn_silu_forward");
+    CHECK(kernel({.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, s) == "conv2d_bn_silu_forward");
+    CHECK(kernel({.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 64}, {8, 64, 28, 28, 64}) ==
+          "conv2d_bn_silu_direct_forward");  // depthwise
+    CHECK(kernel({.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 16}, s) ==
+          "conv2d_bn_silu_direct_forward");  // 4 input channels per group
+    CHECK(kernel({.kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 2, .pad_h = 1, .pad_w = 1}, s) ==
+          "conv2d_bn_silu_direct_forward");  // neither takes it: the direct op reports why below
+    CHECK(error_of([&] { (void)dispatch_conv2d_bn_silu({.kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 2},
+                                                        s, h200); })
+              .find("one stride") != std::string::npos);
     CHECK(error_of([&] { (void)dispatch_conv2d_bn_silu({.dilation_h = 2, .dilation_w = 2}, s, h200); })
               .find("dilation") != std::string::npos);
     CHECK(error_of([&] { (void)dispatch_conv2d_bn_silu({.groups = 3}, s, h200); }).find("must divide") !=
@@ -251,13 +291,13 @@ TEST_CASE("the reference computes conv, BN and SiLU (checked by hand on a small 
     for (int p = 0; p < 4; ++p) CHECK(y3[p] == doctest::Approx(silu(2 * 12.0 - 1)));  // every pixel sees all 8
 }
 
-TEST_CASE("every configuration of both kernels compiles for sm_80, sm_87 and sm_90") {
+TEST_CASE("every configuration of the conv kernels compiles for sm_80, sm_87 and sm_90") {
     std::vector<Kernel> kernels;
     for (const auto& family : shipped_kernels())
         if (family.name.starts_with("conv2d_bn_silu"))
             for (auto& k : family.configurations()) kernels.push_back(std::move(k));
-    REQUIRE(kernels.size() == Conv2dBnSiluGemmForward::configurations().size() +
-                                  Conv2dBnSiluForward::configurations().size());
+    REQUIRE(kernels.size() ==
+            2 * GemmTiles::configurations().size() + Conv2dBnSiluDirectForward::configurations().size());
     struct Job {
         const Kernel* kernel;
         const char* arch;
@@ -280,7 +320,7 @@ TEST_CASE("every configuration of both kernels compiles for sm_80, sm_87 and sm_
             CAPTURE(std::string(jobs[i].arch));
             CHECK(c.ptx.find(".entry " + k.entry_point_name()) != std::string::npos);
             CHECK(c.resources.spill_store_bytes == 0);
-            if (k.name() == "conv2d_bn_silu_gemm_forward")
+            if (k.name() != "conv2d_bn_silu_direct_forward")
                 CHECK(c.ptx.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != std::string::npos);
         }
     }

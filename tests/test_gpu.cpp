@@ -262,6 +262,30 @@ TEST_CASE("loading an entry built for another arch: PTX when it fits, else a rec
     }
 }
 
+TEST_CASE("a captured graph replays its launches") {
+    const auto device = Device::get(0);
+    Stream stream(device);
+    const Kernel k = test::axpby(Scalar::f32, 1);
+    const std::int64_t n = 10'000;
+    auto x = random_values<float>(n), y = random_values<float>(n);
+    const auto y0 = y;
+    DeviceBuffer dx(device, n * 4), dy(device, n * 4);
+    dx.upload(std::span<const float>(x));
+    dy.upload(std::span<const float>(y));
+    const Arg args[] = {dx.as<float>(), dy.as<float>(), 1.0f, 2.0f, n};
+    k.launch(stream, {.grid = {40}, .block = {256}}, args);  // load outside the capture
+    stream.synchronize();
+    dy.upload(std::span<const float>(y0));
+    const Graph graph = Graph::capture(stream, [&] { k.launch(stream, {.grid = {40}, .block = {256}}, args); });
+    graph.launch(stream);  // y = x + 2·y0
+    graph.launch(stream);  // y = x + 2·(x + 2·y0) = 3x + 4·y0
+    stream.synchronize();
+    dy.download(std::span<float>(y));
+    std::vector<double> ref(n);
+    for (std::int64_t i = 0; i < n; ++i) ref[i] = 3.0 * x[i] + 4.0 * y0[i];
+    CHECK(relative_error(y, ref) <= 1e-6);
+}
+
 TEST_CASE("events time work on a stream") {
     const auto device = Device::get(0);
     Stream stream(device);

@@ -129,7 +129,7 @@ const std::vector<Case> gemm_cases = {
 }  // namespace
 
 TEST_CASE("GEMM kernel: every configuration on ragged shapes, TF32 path within 2e-3") {
-    for (const auto& t : Conv2dBnSiluGemmForward::configurations()) {
+    for (const auto& t : GemmTiles::configurations()) {
         const Conv2dBnSiluGemmForward op(t.block_m, t.block_n, t.block_k, t.group_m);
         for (const auto& c : gemm_cases) {
             CAPTURE(op.id());
@@ -156,25 +156,39 @@ TEST_CASE("GEMM kernel: the FMA path is exact to 1e-5") {
     }
 }
 
-TEST_CASE("direct kernel: every configuration over 3x3, strided, 5x5, 7x7, depthwise and grouped layers") {
-    const std::vector<Case> cases = {
-        {"3x3 s1 p1", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, {2, 19, 11, 13, 37}},
-        {"3x3 s2 p1", {.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
-         {1, 16, 15, 17, 24}, 2},
-        {"5x5 p2", {.kernel_h = 5, .kernel_w = 5, .pad_h = 2, .pad_w = 2}, {1, 8, 9, 10, 12}},
-        {"7x7 s2 p3 stem", {.kernel_h = 7, .kernel_w = 7, .stride_h = 2, .stride_w = 2, .pad_h = 3, .pad_w = 3},
-         {1, 3, 32, 30, 16}},
-        {"depthwise 3x3", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 32}, {2, 32, 12, 12, 32}},
-        {"grouped 3x3, 4 groups", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 4},
-         {1, 24, 10, 7, 36}, 1},
-        {"1x1 stride 2", {.stride_h = 2, .stride_w = 2}, {2, 20, 9, 9, 30}},
-        {"many input channels (several staging steps)", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1},
-         {1, 150, 6, 70, 20}},
-    };
-    for (const auto& t : Conv2dBnSiluForward::configurations())
-        for (const auto& c : cases) {
-            const Conv2dBnSiluForward op(t.block_oc, t.block_ow, c.attrs, c.shape,
-                                         Device::get(0).max_shared_bytes_per_block());
+namespace {
+const std::vector<Case> general_cases = {
+    {"3x3 s1 p1", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, {2, 19, 11, 13, 37}},
+    {"3x3 s2 p1", {.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
+     {1, 16, 15, 17, 24}, 2},
+    {"5x5 p2", {.kernel_h = 5, .kernel_w = 5, .pad_h = 2, .pad_w = 2}, {1, 8, 9, 10, 12}},
+    {"7x7 s2 p3 stem", {.kernel_h = 7, .kernel_w = 7, .stride_h = 2, .stride_w = 2, .pad_h = 3, .pad_w = 3},
+     {1, 3, 32, 30, 16}},
+    {"depthwise 3x3", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 32}, {2, 32, 12, 12, 32}},
+    {"grouped 3x3, 4 groups", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 4},
+     {1, 24, 10, 7, 36}, 1},
+    {"1x1 stride 2", {.stride_h = 2, .stride_w = 2}, {2, 20, 9, 9, 30}},
+    {"many input channels", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, {1, 150, 6, 70, 20}},
+};
+}  // namespace
+
+TEST_CASE("implicit-GEMM kernel: every configuration over 3x3, strided, 5x5, 7x7, depthwise and grouped layers") {
+    for (const auto& t : GemmTiles::configurations())
+        for (const auto& c : general_cases) {
+            const Conv2dBnSiluForward op(t, c.attrs, Device::get(0).max_shared_bytes_per_block());
+            CAPTURE(op.id());
+            CAPTURE(c.name);
+            const Outcome o = run(op, c, rng());
+            CAPTURE(o.error);
+            check(o, 2e-3);
+        }
+}
+
+TEST_CASE("direct kernel: every configuration over the same layers, fp32 within 1e-5") {
+    for (const auto& t : Conv2dBnSiluDirectForward::configurations())
+        for (const auto& c : general_cases) {
+            const Conv2dBnSiluDirectForward op(t.block_oc, t.block_ow, c.attrs, c.shape,
+                                               Device::get(0).max_shared_bytes_per_block());
             CAPTURE(op.id());
             CAPTURE(c.name);
             const Outcome o = run(op, c, rng());
@@ -191,12 +205,14 @@ TEST_CASE("dispatch runs real layer shapes end to end") {
         {"ResNet 3x3 64->64 at 28x28", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, {2, 64, 28, 28, 64}},
         {"YOLO stem 3x3 s2", {.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
          {1, 3, 64, 64, 16}},
+        {"depthwise 3x3 128 at 28x28", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 128},
+         {2, 128, 28, 28, 128}},
     };
     for (const auto& c : layers) {
         const auto op = dispatch_conv2d_bn_silu(c.attrs, c.shape, traits);
         CAPTURE(c.name);
         CAPTURE(op->kernel_for_launch(0).id());
-        const bool gemm = op->kernel_for_launch(0).name() == "conv2d_bn_silu_gemm_forward";
+        const bool gemm = op->kernel_for_launch(0).name() != "conv2d_bn_silu_direct_forward";
         const Outcome o = run(*op, c, rng());
         CAPTURE(o.error);
         check(o, gemm ? 2e-3 : 1e-5);

@@ -41,9 +41,21 @@ struct FoldedBatchNorm {
 /// (sm_80 and sm_87: 163 KB); pass the device's own limit where it is known.
 inline constexpr int default_max_shared_bytes = 166912;
 
-/// Tile constants of the GEMM kernel.
+/// Tile constants of the tensor-core kernels (kernels_src/kjit/gemm.cuh): BLOCK_M columns
+/// (pixels) by BLOCK_N rows (output channels) per block, BLOCK_K of the reduction per pipeline
+/// stage, GROUP_M column tiles per L2-sharing group.
 struct GemmTiles {
     int block_m, block_n, block_k, group_m;
+
+    /// Every valid configuration: what warm-up and the across-configuration tests iterate.
+    [[nodiscard]] static std::span<const GemmTiles> configurations();
+    /// Threads and dynamic shared memory per block (the kernel derives the same numbers).
+    [[nodiscard]] unsigned threads() const;
+    [[nodiscard]] unsigned shared_bytes() const;
+    /// Throws UsageError naming the rule a constant breaks (MMA shape multiples, positivity,
+    /// GROUP_M ≥ 1, shared memory over `max_shared_bytes`).
+    void validate(int max_shared_bytes) const;
+    friend bool operator==(const GemmTiles&, const GemmTiles&) = default;
 };
 
 /// 1×1, stride 1, unpadded, ungrouped Conv2d + BN + SiLU as a TF32 GEMM
@@ -57,17 +69,11 @@ class Conv2dBnSiluGemmForward final
                          param<"y_row_stride", std::int32_t>>,
       public RuntimeOp {
 public:
-    /// Throws UsageError naming the rule a constant breaks (MMA shape multiples, positivity,
-    /// GROUP_M ≥ 1, shared memory over `max_shared_bytes`).
+    /// Throws UsageError for invalid tiles (GemmTiles::validate).
     Conv2dBnSiluGemmForward(int block_m, int block_n, int block_k, int group_m,
                             int max_shared_bytes = default_max_shared_bytes);
 
-    /// Every valid configuration: what warm-up and the across-configuration tests iterate.
-    [[nodiscard]] static std::span<const GemmTiles> configurations();
-    /// Threads and dynamic shared memory of a configuration (the kernel derives the same).
-    [[nodiscard]] static unsigned threads(const GemmTiles& t);
-    [[nodiscard]] static unsigned shared_bytes(const GemmTiles& t);
-
+    [[nodiscard]] const GemmTiles& tiles() const noexcept { return tiles_; }
     [[nodiscard]] int block_m() const noexcept { return tiles_.block_m; }
     [[nodiscard]] int block_n() const noexcept { return tiles_.block_n; }
     [[nodiscard]] int block_k() const noexcept { return tiles_.block_k; }
@@ -84,10 +90,54 @@ public:
     [[nodiscard]] Dims block() const override;
     [[nodiscard]] Dims grid(ShapeView output_shape) const override;
     [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return *this; }
-    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return shared_bytes(tiles_); }
+    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return tiles_.shared_bytes(); }
 
 private:
     GemmTiles tiles_;
+};
+
+/// Conv2d (any kernel size, stride, padding, groups; dilation 1) + BN + SiLU as an implicit GEMM
+/// on tensor cores, one GEMM per group (kernels_src/conv2d_bn_silu_forward.cu): N = C_OUT/groups,
+/// K = C_IN/groups·KH·KW, columns B·OH·OW; patches are gathered on the fly. Grid
+/// [⌈B·OH·OW/BLOCK_M⌉·⌈N/BLOCK_N⌉, groups, 1].
+class Conv2dBnSiluForward final
+    : public TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>,
+                         param<"bn_shift", float*>, param<"y", float*>, param<"B", std::int32_t>,
+                         param<"C_IN", std::int32_t>, param<"H", std::int32_t>, param<"W", std::int32_t>,
+                         param<"C_OUT", std::int32_t>, param<"OH", std::int32_t>, param<"OW", std::int32_t>,
+                         param<"KH", std::int32_t>, param<"KW", std::int32_t>, param<"stride", std::int32_t>,
+                         param<"pad", std::int32_t>, param<"groups", std::int32_t>,
+                         param<"y_row_stride", std::int32_t>>,
+      public RuntimeOp {
+public:
+    /// Throws UsageError for invalid tiles or attributes no kernel supports (dilation ≠ 1,
+    /// unequal strides or paddings).
+    Conv2dBnSiluForward(const GemmTiles& tiles, const Conv2dAttrs& attrs,
+                        int max_shared_bytes = default_max_shared_bytes);
+
+    [[nodiscard]] const GemmTiles& tiles() const noexcept { return tiles_; }
+    [[nodiscard]] const Conv2dAttrs& attrs() const noexcept { return attrs_; }
+
+    // RuntimeOp
+    [[nodiscard]] std::size_t n_activation_inputs() const override { return 1; }
+    [[nodiscard]] std::vector<Shape> param_shapes(std::span<const ShapeView> input_shapes,
+                                                  ShapeView output_shape) const override;
+    [[nodiscard]] std::span<const std::string_view> param_names() const override;
+    [[nodiscard]] std::size_t forward_output_row_elems(ShapeView output_shape) const override;
+    [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
+                                                      ShapeView resolved) const override;
+    void pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output, ShapeView output_shape,
+                   int output_row_stride, ArgVisitor& visitor) const override;
+    [[nodiscard]] Dims block() const override;
+    [[nodiscard]] Dims grid(ShapeView output_shape) const override;
+    [[nodiscard]] Dims grid_for_launch(std::size_t, std::span<const ShapeView> input_shapes,
+                                       ShapeView output_shape) const override;
+    [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return *this; }
+    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return tiles_.shared_bytes(); }
+
+private:
+    GemmTiles tiles_;
+    Conv2dAttrs attrs_;
 };
 
 /// Tile constants of the direct kernel: output channels and output pixels per block.
@@ -95,9 +145,10 @@ struct DirectTiles {
     int block_oc, block_ow;
 };
 
-/// Conv2d (any kernel size, stride, padding, groups; dilation 1) + BN + SiLU, computed directly
-/// (kernels_src/conv2d_bn_silu_forward.cu). Grid [⌈OW/BLOCK_OW⌉, OH, B·⌈C_OUT/BLOCK_OC⌉].
-class Conv2dBnSiluForward final
+/// Conv2d (any kernel size, stride, padding, groups; dilation 1) + BN + SiLU, computed directly in
+/// fp32 (kernels_src/conv2d_bn_silu_direct_forward.cu): for depthwise and narrow-group layers,
+/// whose per-group GEMMs are too thin for tensor cores. Grid [⌈OW/BLOCK_OW⌉, OH, B·⌈C_OUT/BLOCK_OC⌉].
+class Conv2dBnSiluDirectForward final
     : public TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>,
                          param<"bn_shift", float*>, param<"y", float*>, param<"B", std::int32_t>,
                          param<"C_IN", std::int32_t>, param<"H", std::int32_t>, param<"W", std::int32_t>,
@@ -110,8 +161,8 @@ public:
     /// `shape` fixes the channel counts the shared-memory plan is made for. Throws UsageError
     /// for invalid tiles, unsupported attributes (dilation ≠ 1, unequal strides or paddings), or
     /// a plan that cannot fit `max_shared_bytes`.
-    Conv2dBnSiluForward(int block_oc, int block_ow, const Conv2dAttrs& attrs, const Conv2dShape& shape,
-                        int max_shared_bytes = default_max_shared_bytes);
+    Conv2dBnSiluDirectForward(int block_oc, int block_ow, const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                              int max_shared_bytes = default_max_shared_bytes);
 
     [[nodiscard]] static std::span<const DirectTiles> configurations();
     [[nodiscard]] static unsigned threads(const DirectTiles& t);
@@ -151,8 +202,10 @@ struct DeviceTraits {
     static DeviceTraits of(const Device& device);
 };
 
-/// The op for a Conv2d + BN + SiLU layer: the GEMM kernel for 1×1 / stride 1 / pad 0 /
-/// groups 1, the direct kernel otherwise, tiles from a heuristic on the problem and device.
+/// The op for a Conv2d + BN + SiLU layer: the 1×1 GEMM kernel for 1×1 / stride 1 / pad 0 /
+/// groups 1; the implicit-GEMM kernel for other layers whose groups are wide enough for tensor
+/// cores; the direct kernel for depthwise and narrow groups. Tiles from a heuristic on the
+/// problem and device.
 /// Throws UsageError for attributes neither kernel supports.
 [[nodiscard]] std::unique_ptr<RuntimeOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                                  const DeviceTraits& device);

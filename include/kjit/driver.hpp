@@ -16,6 +16,7 @@ struct CUmod_st;
 struct CUfunc_st;
 struct CUstream_st;
 struct CUevent_st;
+struct CUgraphExec_st;
 
 namespace kjit {
 namespace detail { struct DeviceRecord; }
@@ -128,6 +129,39 @@ public:
 private:
     Device device_;
     CUevent_st* handle_ = nullptr;
+};
+
+/// Stream work captured once and replayed with a single launch (CUDA graphs): how benchmarks
+/// take launch overhead out of the measurement, and how an executor replays a whole forward.
+class Graph {
+public:
+    /// Captures everything `work` enqueues on `stream` (nothing runs during capture).
+    template <class Work>
+    static Graph capture(const Stream& stream, Work&& work) {
+        begin_capture(stream);
+        try {
+            work();
+        } catch (...) {
+            abandon_capture(stream);
+            throw;
+        }
+        return end_capture(stream);
+    }
+    ~Graph();
+    Graph(Graph&& other) noexcept;
+    Graph& operator=(Graph&& other) noexcept;
+    Graph(const Graph&) = delete;
+    Graph& operator=(const Graph&) = delete;
+
+    /// Enqueues one replay on `stream`.
+    void launch(const Stream& stream) const;
+
+private:
+    explicit Graph(CUgraphExec_st* exec) noexcept : exec_(exec) {}
+    static void begin_capture(const Stream& stream);
+    static void abandon_capture(const Stream& stream) noexcept;
+    static Graph end_capture(const Stream& stream);
+    CUgraphExec_st* exec_ = nullptr;
 };
 
 /// How a module's code got onto the device.
