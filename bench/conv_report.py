@@ -45,7 +45,7 @@ def main():
             torch_times = [p[k] for k in ("eager_us", "folded_us", "compiled_us") if k in p]
             reference = min(torch_times) if kind == 1 else p.get("eager_us", float("nan"))
             fl = floor_us(r, ceil)
-            config = r["best"].split("__f32__")[-1].replace("__", "x")
+            config = r["best"]
             cells = [r["layer"], r["batch"], f"{r['best_us']:.1f}", config, f"{r['dispatch_us']:.1f}",
                      f"{p.get('eager_us', float('nan')):.1f}", f"{p.get('folded_us', float('nan')):.1f}"]
             if kind == 1:

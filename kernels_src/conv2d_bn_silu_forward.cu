@@ -82,7 +82,7 @@ __device__ __forceinline__ void conv2d_bn_silu_forward(const float* x, const flo
     const int cin_pg = C_IN / groups, cout_pg = C_OUT / groups;
     const int M = OH * OW, K = cin_pg * KH * KW;
     const long long P = (long long)B * M;
-    const kjit::TileCoord tile = kjit::grouped_tile(blockIdx.x, (int)kjit::ceil_div<long long>(P, BLOCK_M),
+    const kjit::TileCoord tile = kjit::grouped_tile(gemm::tile_index(), (int)kjit::ceil_div<long long>(P, BLOCK_M),
                                                     kjit::ceil_div(cout_pg, BLOCK_N), GROUP_M);
     const long long col0 = (long long)tile.m * BLOCK_M;
     const float* w_group = w + (long long)g * cout_pg * K;

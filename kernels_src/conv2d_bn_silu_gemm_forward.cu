@@ -50,7 +50,7 @@ __device__ __forceinline__ void conv2d_bn_silu_gemm_forward(const float* x, cons
                                                             int C_OUT, int M, int y_row_stride)
 {
     const long long P = (long long)B * M;
-    const kjit::TileCoord tile = kjit::grouped_tile(blockIdx.x, (int)kjit::ceil_div<long long>(P, BLOCK_M),
+    const kjit::TileCoord tile = kjit::grouped_tile(gemm::tile_index(), (int)kjit::ceil_div<long long>(P, BLOCK_M),
                                                     kjit::ceil_div(C_OUT, BLOCK_N), GROUP_M);
     const long long col0 = (long long)tile.m * BLOCK_M;
     const gemm::Weights<BLOCK_M, BLOCK_N, BLOCK_K> weights{w, C_IN, C_OUT, tile.n * BLOCK_N,

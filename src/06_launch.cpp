@@ -125,19 +125,48 @@ struct Runtime::Impl {
         const Device& device = stream.device();
         check_config(kernel, lk, device, config);
         device.make_current();
-        KJIT_CU(cuLaunchKernel, lk.function, config.grid.x, config.grid.y, config.grid.z, config.block.x,
-                config.block.y, config.block.z, config.shared_bytes, stream.handle(), args, nullptr);
+        if (config.cluster.x * config.cluster.y * config.cluster.z == 1) {
+            KJIT_CU(cuLaunchKernel, lk.function, config.grid.x, config.grid.y, config.grid.z, config.block.x,
+                    config.block.y, config.block.z, config.shared_bytes, stream.handle(), args, nullptr);
+            return;
+        }
+        CUlaunchAttribute cluster{};
+        cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        cluster.value.clusterDim.x = config.cluster.x;
+        cluster.value.clusterDim.y = config.cluster.y;
+        cluster.value.clusterDim.z = config.cluster.z;
+        CUlaunchConfig launch{};
+        launch.gridDimX = config.grid.x;
+        launch.gridDimY = config.grid.y;
+        launch.gridDimZ = config.grid.z;
+        launch.blockDimX = config.block.x;
+        launch.blockDimY = config.block.y;
+        launch.blockDimZ = config.block.z;
+        launch.sharedMemBytes = config.shared_bytes;
+        launch.hStream = stream.handle();
+        launch.attrs = &cluster;
+        launch.numAttrs = 1;
+        KJIT_CU(cuLaunchKernelEx, &launch, lk.function, args, nullptr);
     }
 
     /// Rejects launches the driver would refuse, with the reason, and raises the dynamic
     /// shared-memory limit when a launch needs more than the default 48 KB.
     static void check_config(const Kernel& kernel, const LoadedKernel& lk, const Device& device,
                              const LaunchConfig& config) {
-        const auto [grid, block, shared] = config;
+        const auto [grid, block, shared, cluster_unused] = config;
         if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z)
             throw UsageError(fmt::format("launch of {} with grid ({}, {}, {}) and block ({}, {}, {}): every dimension "
                                          "must be at least 1",
                                          kernel.id(), grid.x, grid.y, grid.z, block.x, block.y, block.z));
+        const Dim3 c = config.cluster;
+        if (!c.x || !c.y || !c.z || grid.x % c.x || grid.y % c.y || grid.z % c.z)
+            throw UsageError(fmt::format("launch of {}: cluster ({}, {}, {}) must be at least 1 and divide the grid "
+                                         "({}, {}, {})",
+                                         kernel.id(), c.x, c.y, c.z, grid.x, grid.y, grid.z));
+        if (c.x * c.y * c.z > 1 && device.arch().major() < 9)
+            throw UsageError(fmt::format("launch of {} with a cluster of {} blocks: clusters need sm_90 or newer, {} "
+                                         "is {}",
+                                         kernel.id(), c.x * c.y * c.z, device.name(), device.arch().name()));
         const unsigned long long threads = 1ull * block.x * block.y * block.z;
         const unsigned bound = kernel.max_threads_per_block() ? kernel.max_threads_per_block() : 1024;
         if (threads > bound)

@@ -91,19 +91,20 @@ FoldedBatchNorm fold_batch_norm(std::span<const float> gamma, std::span<const fl
 }
 
 DeviceTraits DeviceTraits::of(const Device& device) {
-    return {device.multiprocessor_count(), device.max_shared_bytes_per_block()};
+    return {device.multiprocessor_count(), device.max_shared_bytes_per_block(), device.arch().major() >= 9};
 }
 
 // ---- GEMM tiles (both tensor-core kernels) ----------------------------------------------------
 
 unsigned GemmTiles::threads() const { return 32u * static_cast<unsigned>(block_m / 32) * (block_n >= 64 ? 2u : 1u); }
 
-unsigned GemmTiles::shared_bytes() const {
+unsigned GemmTiles::shared_bytes(int split_k) const {
     const int stage_floats = block_n * (block_k + 4) + block_k * (block_m + 8);
-    return static_cast<unsigned>(gemm_stages * stage_floats * 4);
+    const int partial_floats = split_k > 1 ? block_m * block_n : 0;
+    return static_cast<unsigned>(std::max(gemm_stages * stage_floats, partial_floats) * 4);
 }
 
-void GemmTiles::validate(int max_shared_bytes) const {
+void GemmTiles::validate(int max_shared_bytes, int split_k) const {
     require(block_m > 0 && block_n > 0 && block_k > 0 && group_m > 0,
             fmt::format("GEMM tile constants must be positive: BLOCK_M {}, BLOCK_N {}, BLOCK_K {}, GROUP_M {}", block_m,
                         block_n, block_k, group_m));
@@ -117,9 +118,12 @@ void GemmTiles::validate(int max_shared_bytes) const {
                         block_n));
     require(block_k % 8 == 0 && block_k <= 64,
             fmt::format("BLOCK_K = {} must be a multiple of 8 (the MMA's k), at most 64", block_k));
-    require(shared_bytes() <= static_cast<unsigned>(max_shared_bytes),
-            fmt::format("tiles {}x{}x{} need {} bytes of shared memory ({} stages): the target allows {}", block_m,
-                        block_n, block_k, shared_bytes(), gemm_stages, max_shared_bytes));
+    require(split_k >= 1 && split_k <= 8,
+            fmt::format("split_k = {} must be between 1 and 8 (a portable thread-block cluster)", split_k));
+    require(shared_bytes(split_k) <= static_cast<unsigned>(max_shared_bytes),
+            fmt::format("tiles {}x{}x{} need {} bytes of shared memory ({} stages{}): the target allows {}", block_m,
+                        block_n, block_k, shared_bytes(split_k), gemm_stages, split_k > 1 ? ", split-K partials" : "",
+                        max_shared_bytes));
 }
 
 std::span<const GemmTiles> GemmTiles::configurations() {
@@ -134,8 +138,8 @@ std::span<const GemmTiles> GemmTiles::configurations() {
 }
 
 namespace {
-std::vector<Constant> gemm_constants(const GemmTiles& t, int max_shared_bytes) {
-    t.validate(max_shared_bytes);
+std::vector<Constant> gemm_constants(const GemmTiles& t, int max_shared_bytes, int split_k) {
+    t.validate(max_shared_bytes, split_k);
     return {{"BLOCK_M", std::int64_t{t.block_m}},
             {"BLOCK_N", std::int64_t{t.block_n}},
             {"BLOCK_K", std::int64_t{t.block_k}},
@@ -146,11 +150,12 @@ std::vector<Constant> gemm_constants(const GemmTiles& t, int max_shared_bytes) {
 // ---- 1x1 GEMM kernel --------------------------------------------------------------------------
 
 Conv2dBnSiluGemmForward::Conv2dBnSiluGemmForward(int block_m, int block_n, int block_k, int group_m,
-                                                 int max_shared_bytes)
+                                                 int max_shared_bytes, int split_k)
     : TypedKernel("conv2d_bn_silu_gemm_forward",
-                  gemm_constants({block_m, block_n, block_k, group_m}, max_shared_bytes),
+                  gemm_constants({block_m, block_n, block_k, group_m}, max_shared_bytes, split_k),
                   GemmTiles{block_m, block_n, block_k, group_m}.threads()),
-      tiles_{block_m, block_n, block_k, group_m} {}
+      tiles_{block_m, block_n, block_k, group_m},
+      split_k_(split_k) {}
 
 std::vector<Shape> Conv2dBnSiluGemmForward::param_shapes(std::span<const ShapeView> input_shapes,
                                                          ShapeView output_shape) const {
@@ -195,7 +200,7 @@ Dims Conv2dBnSiluGemmForward::grid(ShapeView output_shape) const {
     check_rank4(output_shape, "output y");
     const std::size_t p = output_shape[0] * output_shape[2] * output_shape[3];
     const std::size_t tiles = (p + tiles_.block_m - 1) / tiles_.block_m *
-                              ((output_shape[1] + tiles_.block_n - 1) / tiles_.block_n);
+                              ((output_shape[1] + tiles_.block_n - 1) / tiles_.block_n) * split_k_;
     require(tiles <= INT32_MAX, fmt::format("{} blocks exceed the grid's limit: split the batch", tiles));
     return {static_cast<unsigned>(tiles), 1, 1};
 }
@@ -279,10 +284,12 @@ void require_one_stride_and_pad(const Conv2dAttrs& a) {
 
 // ---- implicit-GEMM kernel (general convolutions on tensor cores) -------------------------------
 
-Conv2dBnSiluForward::Conv2dBnSiluForward(const GemmTiles& tiles, const Conv2dAttrs& attrs, int max_shared_bytes)
-    : TypedKernel("conv2d_bn_silu_forward", gemm_constants(tiles, max_shared_bytes), tiles.threads()),
+Conv2dBnSiluForward::Conv2dBnSiluForward(const GemmTiles& tiles, const Conv2dAttrs& attrs, int max_shared_bytes,
+                                         int split_k)
+    : TypedKernel("conv2d_bn_silu_forward", gemm_constants(tiles, max_shared_bytes, split_k), tiles.threads()),
       tiles_(tiles),
-      attrs_(attrs) {
+      attrs_(attrs),
+      split_k_(split_k) {
     require_one_stride_and_pad(attrs);
 }
 
@@ -318,7 +325,8 @@ Dims Conv2dBnSiluForward::grid(ShapeView output_shape) const {
     check_rank4(output_shape, "output y");
     const std::size_t p = output_shape[0] * output_shape[2] * output_shape[3];
     const std::size_t n = output_shape[1] / static_cast<std::size_t>(attrs_.groups);
-    const std::size_t tiles = (p + tiles_.block_m - 1) / tiles_.block_m * ((n + tiles_.block_n - 1) / tiles_.block_n);
+    const std::size_t tiles =
+        (p + tiles_.block_m - 1) / tiles_.block_m * ((n + tiles_.block_n - 1) / tiles_.block_n) * split_k_;
     require(tiles <= INT32_MAX && attrs_.groups <= 65535,
             fmt::format("{} blocks x {} groups exceed the grid's limits: split the batch", tiles, attrs_.groups));
     return {static_cast<unsigned>(tiles), static_cast<unsigned>(attrs_.groups), 1};
@@ -428,14 +436,16 @@ Dims Conv2dBnSiluDirectForward::grid(ShapeView output_shape) const {
 
 namespace {
 
-/// Estimated time of the GEMM on `sms` multiprocessors: the busiest SM's tiles times the cost of
-/// one tile, the larger of its tensor-core work and its operand traffic, plus a fixed latency.
-double gemm_cost(const GemmTiles& t, long long p, int n, int k, int sms) {
-    const long long tiles = (p + t.block_m - 1) / t.block_m * ((n + t.block_n - 1) / t.block_n);
-    const long long per_sm = (tiles + sms - 1) / sms;
+/// Estimated time of the GEMM on `sms` multiprocessors: the busiest SM's blocks times the cost of
+/// one block — the larger of its tensor-core work and its operand traffic over its share of K,
+/// plus a fixed latency and, with split-K, the cluster reduction.
+double gemm_cost(const GemmTiles& t, int split_k, long long p, int n, int k, int sms) {
+    const long long blocks = (p + t.block_m - 1) / t.block_m * ((n + t.block_n - 1) / t.block_n) * split_k;
+    const long long per_sm = (blocks + sms - 1) / sms;
     const double math = static_cast<double>(t.block_m) * t.block_n / 512.0;  // TF32 MACs per clock per SM
     const double traffic = (t.block_m + t.block_n) * 4.0 / 64.0;              // L2 bytes per clock per SM
-    return static_cast<double>(per_sm) * (k * std::max(math, traffic) + 2000.0);
+    const double reduction = split_k > 1 ? 500.0 * split_k + t.block_m * t.block_n / 32.0 : 0.0;
+    return static_cast<double>(per_sm) * (static_cast<double>(k) / split_k * std::max(math, traffic) + 2000.0 + reduction);
 }
 
 }  // namespace
@@ -453,17 +463,20 @@ std::unique_ptr<RuntimeOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const C
         const long long p = 1LL * s.batch * oh * ow;
         const int k = cin_pg * a.kernel_h * a.kernel_w;
         const GemmTiles* best = nullptr;
+        int best_split = 1;
         double best_cost = 0;
-        for (const auto& t : GemmTiles::configurations()) {
-            if (t.shared_bytes() > static_cast<unsigned>(device.max_shared_bytes)) continue;
-            const double cost = a.groups * gemm_cost(t, p, cout_pg, k, device.multiprocessors);
-            if (!best || cost < best_cost) best = &t, best_cost = cost;
-        }
+        for (const auto& t : GemmTiles::configurations())
+            for (int split : {1, 2, 4, 8}) {
+                if (split > 1 && (!device.clusters || k < 2 * split * t.block_k)) continue;
+                if (t.shared_bytes(split) > static_cast<unsigned>(device.max_shared_bytes)) continue;
+                const double cost = a.groups * gemm_cost(t, split, p, cout_pg, k, device.multiprocessors);
+                if (!best || cost < best_cost) best = &t, best_split = split, best_cost = cost;
+            }
         require(best != nullptr, "no GEMM configuration fits this device's shared memory");
         if (pointwise)
             return std::make_unique<Conv2dBnSiluGemmForward>(best->block_m, best->block_n, best->block_k,
-                                                             best->group_m, device.max_shared_bytes);
-        return std::make_unique<Conv2dBnSiluForward>(*best, a, device.max_shared_bytes);
+                                                             best->group_m, device.max_shared_bytes, best_split);
+        return std::make_unique<Conv2dBnSiluForward>(*best, a, device.max_shared_bytes, best_split);
     }
     // Direct: pixels per block from the row width; channels per block shrink until the grid
     // covers the device twice.

@@ -59,6 +59,7 @@ Dims RuntimeOp::backward_grid_for_launch(std::size_t, std::span<const ShapeView>
 }
 
 unsigned RuntimeOp::shared_bytes_for_launch(std::size_t) const { return 0; }
+Dims RuntimeOp::cluster_for_launch(std::size_t) const { return {1, 1, 1}; }
 
 void RuntimeOp::forward(Runtime& runtime, const Stream& stream, std::span<const Tensor> inputs,
                         std::span<void* const> params, void* output, ShapeView output_shape,
@@ -74,8 +75,9 @@ void RuntimeOp::forward(Runtime& runtime, const Stream& stream, std::span<const 
         ArgPack pack(kernel.params(), kernel.id());
         pack_args_for_launch(i, inputs, params, output, output_shape, output_row_stride, pack);
         pack.check_complete();
-        const Dims g = grid_for_launch(i, input_shapes, output_shape);
-        runtime.launch_packed(kernel, stream, {{g[0], g[1], g[2]}, {b[0], b[1], b[2]}, shared_bytes_for_launch(i)},
+        const Dims g = grid_for_launch(i, input_shapes, output_shape), c = cluster_for_launch(i);
+        runtime.launch_packed(kernel, stream,
+                              {{g[0], g[1], g[2]}, {b[0], b[1], b[2]}, shared_bytes_for_launch(i), {c[0], c[1], c[2]}},
                               pack.data());
     }
 }

@@ -122,6 +122,27 @@ TEST_CASE("GEMM op: bad tensors are refused with the reason") {
           std::string::npos);
 }
 
+TEST_CASE("split-K: clusters of split_k blocks per tile, shared memory for the partial tile") {
+    const Conv2dBnSiluGemmForward plain(64, 32, 16, 8);
+    const Conv2dBnSiluGemmForward split(64, 32, 16, 8, default_max_shared_bytes, 4);
+    CHECK(split.id() == plain.id());  // the same kernel: split-K is how it is launched
+    CHECK(plain.cluster_for_launch(0) == Dims{1, 1, 1});
+    CHECK(split.cluster_for_launch(0) == Dims{4, 1, 1});
+    const Shape y{1, 512, 7, 7};
+    CHECK(split.grid(y)[0] == 4 * plain.grid(y)[0]);
+    CHECK(plain.shared_bytes_for_launch(0) == GemmTiles{64, 32, 16, 8}.shared_bytes());
+    CHECK(split.shared_bytes_for_launch(0) >= 64u * 32 * 4);
+    CHECK(GemmTiles{128, 128, 16, 8}.shared_bytes(2) == 128u * 128 * 4);  // the partial tile is the larger
+    CHECK(error_of([] { Conv2dBnSiluGemmForward(64, 32, 16, 8, default_max_shared_bytes, 0); }).find("split_k = 0") !=
+          std::string::npos);
+    CHECK(error_of([] { Conv2dBnSiluGemmForward(64, 32, 16, 8, default_max_shared_bytes, 9); }).find("between 1 and 8") !=
+          std::string::npos);
+    const Conv2dBnSiluForward implicit_split({64, 32, 16, 8}, {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1},
+                                             default_max_shared_bytes, 2);
+    CHECK(implicit_split.cluster_for_launch(0) == Dims{2, 1, 1});
+    CHECK(implicit_split.grid(y) == Dims{2 * 1 * 16, 1, 1});  // 49 columns: 1 tile; 512/32 rows: 16 tiles
+}
+
 TEST_CASE("GEMM constants are validated at construction, naming the rule") {
     CHECK(error_of([] { Conv2dBnSiluGemmForward(0, 32, 32, 8); }).find("must be positive") != std::string::npos);
     CHECK(error_of([] { Conv2dBnSiluGemmForward(64, -16, 32, 8); }).find("must be positive") != std::string::npos);
@@ -255,6 +276,14 @@ TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwi
     const auto small = gemm({1, 2048, 7, 7, 512});
     const auto big = gemm({32, 256, 56, 56, 64});
     CHECK(small.block_m * small.block_n < big.block_m * big.block_n);
+    // Deep layers with few tiles are split over K on devices with clusters, never elsewhere.
+    auto split_of = [&](const Conv2dShape& shape, const DeviceTraits& d) {
+        auto op = dispatch_conv2d_bn_silu({}, shape, d);
+        return dynamic_cast<Conv2dBnSiluGemmForward*>(op.get())->split_k();
+    };
+    CHECK(split_of({1, 2048, 7, 7, 512}, h200) > 1);
+    CHECK(split_of({1, 2048, 7, 7, 512}, {132, 232448, false}) == 1);
+    CHECK(split_of({32, 64, 56, 56, 256}, h200) == 1);
     // A device with little shared memory only gets configurations that fit it.
     const auto tight = dispatch_conv2d_bn_silu({}, {32, 256, 56, 56, 256}, {132, 48 * 1024});
     CHECK(tight->shared_bytes_for_launch(0) <= 48u * 1024);

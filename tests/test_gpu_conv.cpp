@@ -141,6 +141,33 @@ TEST_CASE("GEMM kernel: every configuration on ragged shapes, TF32 path within 2
     }
 }
 
+TEST_CASE("split-K: clusters of 2, 3 and 8 blocks sum their partial tiles, empty K shares included") {
+    if (Device::get(0).arch().major() < 9) {
+        MESSAGE("split-K needs thread-block clusters (sm_90+): not on this device");
+        return;
+    }
+    const int smem = Device::get(0).max_shared_bytes_per_block();
+    for (const GemmTiles t : {GemmTiles{32, 16, 16, 8}, GemmTiles{64, 64, 32, 8}, GemmTiles{128, 128, 32, 8}})
+        for (int split : {2, 3, 8}) {
+            const Conv2dBnSiluGemmForward op(t.block_m, t.block_n, t.block_k, t.group_m, smem, split);
+            for (const auto& c : gemm_cases) {
+                CAPTURE(op.id());
+                CAPTURE(split);
+                CAPTURE(c.name);
+                const Outcome o = run(op, c, rng());
+                CAPTURE(o.error);
+                check(o, 2e-3);
+            }
+        }
+    const Conv2dAttrs k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+    const Case deep{"3x3, 200 channels, 5x6", k3, {2, 200, 5, 6, 40}};
+    for (int split : {2, 4, 8}) {
+        const Conv2dBnSiluForward op({64, 32, 32, 8}, k3, smem, split);
+        CAPTURE(split);
+        check(run(op, deep, rng()), 2e-3);
+    }
+}
+
 TEST_CASE("GEMM kernel: the FMA path is exact to 1e-5") {
     CompileOptions fma{.arch = Device::get(0).arch()};
     fma.defines.push_back({"KJIT_GEMM_FMA", "1"});

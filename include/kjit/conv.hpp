@@ -49,19 +49,21 @@ struct GemmTiles {
 
     /// Every valid configuration: what warm-up and the across-configuration tests iterate.
     [[nodiscard]] static std::span<const GemmTiles> configurations();
-    /// Threads and dynamic shared memory per block (the kernel derives the same numbers).
+    /// Threads and dynamic shared memory per block (the kernel derives the same numbers); a
+    /// split-K launch also parks a whole partial tile in shared memory.
     [[nodiscard]] unsigned threads() const;
-    [[nodiscard]] unsigned shared_bytes() const;
+    [[nodiscard]] unsigned shared_bytes(int split_k = 1) const;
     /// Throws UsageError naming the rule a constant breaks (MMA shape multiples, positivity,
-    /// GROUP_M ≥ 1, shared memory over `max_shared_bytes`).
-    void validate(int max_shared_bytes) const;
+    /// GROUP_M ≥ 1, split_k in 1…8, shared memory over `max_shared_bytes`).
+    void validate(int max_shared_bytes, int split_k = 1) const;
     friend bool operator==(const GemmTiles&, const GemmTiles&) = default;
 };
 
 /// 1×1, stride 1, unpadded, ungrouped Conv2d + BN + SiLU as a TF32 GEMM
 /// (kernels_src/conv2d_bn_silu_gemm_forward.cu). Y[b][N, M] = W[N, K] · X[b][K, M] with N = C_OUT,
 /// K = C_IN, M = OH·OW; the batch is folded into the columns, so the grid is
-/// ⌈B·M/BLOCK_M⌉·⌈C_OUT/BLOCK_N⌉ blocks, GROUP_M-swizzled.
+/// ⌈B·M/BLOCK_M⌉·⌈C_OUT/BLOCK_N⌉·split_k blocks, GROUP_M-swizzled, in clusters of split_k
+/// blocks that share one tile's K (split_k > 1 needs sm_90).
 class Conv2dBnSiluGemmForward final
     : public TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>,
                          param<"bn_shift", float*>, param<"y", float*>, param<"B", std::int32_t>,
@@ -71,9 +73,10 @@ class Conv2dBnSiluGemmForward final
 public:
     /// Throws UsageError for invalid tiles (GemmTiles::validate).
     Conv2dBnSiluGemmForward(int block_m, int block_n, int block_k, int group_m,
-                            int max_shared_bytes = default_max_shared_bytes);
+                            int max_shared_bytes = default_max_shared_bytes, int split_k = 1);
 
     [[nodiscard]] const GemmTiles& tiles() const noexcept { return tiles_; }
+    [[nodiscard]] int split_k() const noexcept { return split_k_; }
     [[nodiscard]] int block_m() const noexcept { return tiles_.block_m; }
     [[nodiscard]] int block_n() const noexcept { return tiles_.block_n; }
     [[nodiscard]] int block_k() const noexcept { return tiles_.block_k; }
@@ -90,16 +93,18 @@ public:
     [[nodiscard]] Dims block() const override;
     [[nodiscard]] Dims grid(ShapeView output_shape) const override;
     [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return *this; }
-    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return tiles_.shared_bytes(); }
+    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return tiles_.shared_bytes(split_k_); }
+    [[nodiscard]] Dims cluster_for_launch(std::size_t) const override { return {unsigned(split_k_), 1, 1}; }
 
 private:
     GemmTiles tiles_;
+    int split_k_;
 };
 
 /// Conv2d (any kernel size, stride, padding, groups; dilation 1) + BN + SiLU as an implicit GEMM
 /// on tensor cores, one GEMM per group (kernels_src/conv2d_bn_silu_forward.cu): N = C_OUT/groups,
 /// K = C_IN/groups·KH·KW, columns B·OH·OW; patches are gathered on the fly. Grid
-/// [⌈B·OH·OW/BLOCK_M⌉·⌈N/BLOCK_N⌉, groups, 1].
+/// [⌈B·OH·OW/BLOCK_M⌉·⌈N/BLOCK_N⌉·split_k, groups, 1], split-K clusters as the 1×1 kernel's.
 class Conv2dBnSiluForward final
     : public TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>,
                          param<"bn_shift", float*>, param<"y", float*>, param<"B", std::int32_t>,
@@ -113,9 +118,10 @@ public:
     /// Throws UsageError for invalid tiles or attributes no kernel supports (dilation ≠ 1,
     /// unequal strides or paddings).
     Conv2dBnSiluForward(const GemmTiles& tiles, const Conv2dAttrs& attrs,
-                        int max_shared_bytes = default_max_shared_bytes);
+                        int max_shared_bytes = default_max_shared_bytes, int split_k = 1);
 
     [[nodiscard]] const GemmTiles& tiles() const noexcept { return tiles_; }
+    [[nodiscard]] int split_k() const noexcept { return split_k_; }
     [[nodiscard]] const Conv2dAttrs& attrs() const noexcept { return attrs_; }
 
     // RuntimeOp
@@ -133,11 +139,13 @@ public:
     [[nodiscard]] Dims grid_for_launch(std::size_t, std::span<const ShapeView> input_shapes,
                                        ShapeView output_shape) const override;
     [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return *this; }
-    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return tiles_.shared_bytes(); }
+    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return tiles_.shared_bytes(split_k_); }
+    [[nodiscard]] Dims cluster_for_launch(std::size_t) const override { return {unsigned(split_k_), 1, 1}; }
 
 private:
     GemmTiles tiles_;
     Conv2dAttrs attrs_;
+    int split_k_;
 };
 
 /// Tile constants of the direct kernel: output channels and output pixels per block.
@@ -199,6 +207,7 @@ private:
 struct DeviceTraits {
     int multiprocessors = 132;
     int max_shared_bytes = 232448;
+    bool clusters = true;  ///< thread-block clusters (sm_90+): split-K is possible
     static DeviceTraits of(const Device& device);
 };
 

@@ -16,12 +16,14 @@
 
 namespace kjit {
 
-/// Grid, block and dynamic shared memory of one launch. kjit raises the function's dynamic
-/// shared-memory limit itself when more than 48 KB is asked for.
+/// Grid, block, dynamic shared memory and thread-block cluster of one launch. kjit raises the
+/// function's dynamic shared-memory limit itself when more than 48 KB is asked for. Clusters
+/// larger than one block need sm_90 or newer; the grid must be a multiple of the cluster.
 struct LaunchConfig {
     Dim3 grid;
     Dim3 block;
     unsigned shared_bytes = 0;
+    Dim3 cluster{};
 };
 
 /// Where a compiled kernel came from.

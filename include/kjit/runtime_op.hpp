@@ -84,9 +84,11 @@ public:
     [[nodiscard]] virtual Dims backward_grid_for_launch(std::size_t launch, std::span<const ShapeView> input_shapes,
                                                         ShapeView output_shape) const;
 
-    /// The kernel launch `launch` runs, and the dynamic shared memory it needs.
+    /// The kernel launch `launch` runs, the dynamic shared memory and the thread-block cluster
+    /// it needs. Defaults: no dynamic shared memory, clusters of one block.
     [[nodiscard]] virtual const Kernel& kernel_for_launch(std::size_t launch) const = 0;
     [[nodiscard]] virtual unsigned shared_bytes_for_launch(std::size_t launch) const;
+    [[nodiscard]] virtual Dims cluster_for_launch(std::size_t launch) const;
 
     /// Runs every forward launch on `stream` through `runtime`: packs (checked against each
     /// kernel's signature), then launches with block(), grid_for_launch() and shared bytes.

@@ -2,6 +2,9 @@
 // shift[n]). W is row-major [N, K]; X is whatever a Columns policy gathers (the 1×1 kernel reads
 // pixels directly, the general kernel gathers im2col patches). TF32 mma.sync m16n8k8 fed by a
 // STAGES-deep cp.async pipeline; an FMA path for archs without it (or with KJIT_GEMM_FMA).
+// Split-K: when launched in clusters of S blocks (sm_90+), the S blocks of a cluster share one
+// output tile, each takes 1/S of K, and block 0 sums the partial tiles through distributed
+// shared memory before the epilogue — more blocks for small, deep layers, and no workspace.
 #pragma once
 #include "kjit/bn_silu.cuh"
 #include "kjit/grid.cuh"
@@ -132,6 +135,9 @@ __device__ __forceinline__ void multiply_tile(float (&acc)[Tiles<BLOCK_M, BLOCK_
     }
 }
 
+/// The output tile this block works on: one per cluster (blocks of a cluster split its K).
+__device__ __forceinline__ int tile_index() { return blockIdx.x / kjit::cluster_size(); }
+
 /// One output tile: rows row0… of W's N, columns col0… of X. `columns` copies X's K-tiles and
 /// says where each output column goes; bn_scale, bn_shift and y start at row 0 of this GEMM.
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K, class Columns>
@@ -150,11 +156,17 @@ __device__ __forceinline__ void gemm_bn_silu(const Weights<BLOCK_M, BLOCK_N, BLO
     const int warp_col = warp % T::WARPS_M * 32;         // first column of this warp in the tile
     float acc[T::FRAGS_N][T::FRAGS_M][4] = {};
 
+    // This block's share of K: all of it, or 1/split of it inside a split-K cluster.
+    const int split = kjit::cluster_size(), rank = kjit::cluster_rank();
+    const int all_k_tiles = kjit::ceil_div(weights.K, BLOCK_K);
+    const int per_block = kjit::ceil_div(all_k_tiles, split);
+    const int kt_begin = min(all_k_tiles, rank * per_block);
+    const int k_tiles = min(all_k_tiles, kt_begin + per_block) - kt_begin;
+
     // Pipeline: STAGES-1 K-tiles in flight while one is multiplied.
-    const int k_tiles = kjit::ceil_div(weights.K, BLOCK_K);
     auto load = [&](int stage, int kt) {
-        weights.load(w_stages + stage * T::W_STAGE * 4, kt);
-        columns.load(x_stages + stage * T::X_STAGE * 4, kt);
+        weights.load(w_stages + stage * T::W_STAGE * 4, kt_begin + kt);
+        columns.load(x_stages + stage * T::X_STAGE * 4, kt_begin + kt);
     };
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
@@ -169,6 +181,36 @@ __device__ __forceinline__ void gemm_bn_silu(const Weights<BLOCK_M, BLOCK_N, BLO
         const int s = kt % STAGES;
         multiply_tile<BLOCK_M, BLOCK_N, BLOCK_K>(acc, w_tiles + s * T::W_STAGE, x_tiles + s * T::X_STAGE, warp_row,
                                                  warp_col);
+    }
+
+    // Split-K: every block parks its partial tile in its own shared memory (the pipeline's,
+    // free now); block 0 adds the others' through the cluster, then finishes alone.
+    if (split > 1) {
+        kjit::copy_wait<0>();
+        __syncthreads();
+        // partial[slot][thread], slot = (i·FRAGS_M + j)·4 + e: conflict-free, the same in every block.
+        float* partial = shared;
+#pragma unroll
+        for (int i = 0; i < T::FRAGS_N; ++i)
+#pragma unroll
+            for (int j = 0; j < T::FRAGS_M; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) partial[((i * T::FRAGS_M + j) * 4 + e) * T::THREADS + threadIdx.x] = acc[i][j][e];
+        kjit::cluster_sync();
+        if (rank == 0) {
+            const unsigned mine = kjit::shared_address(partial + threadIdx.x);
+            for (int other = 1; other < split; ++other)
+#pragma unroll
+                for (int i = 0; i < T::FRAGS_N; ++i)
+#pragma unroll
+                    for (int j = 0; j < T::FRAGS_M; ++j)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e)
+                            acc[i][j][e] += kjit::load_from_cluster_block(
+                                mine + ((i * T::FRAGS_M + j) * 4 + e) * T::THREADS * 4, other);
+        }
+        kjit::cluster_sync();  // the others stay until block 0 has read their partials
+        if (rank != 0) return;
     }
 
     // Epilogue: BN + SiLU in registers, straight to y; nothing outside y's valid region.

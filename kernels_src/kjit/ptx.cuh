@@ -67,4 +67,51 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// ---- thread-block clusters (sm_90+): a cluster of one block everywhere else ----
+
+__device__ __forceinline__ unsigned cluster_size()
+{
+#if __CUDA_ARCH__ >= 900
+    unsigned n;
+    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+    return n;
+#else
+    return 1;
+#endif
+}
+
+__device__ __forceinline__ unsigned cluster_rank()
+{
+#if __CUDA_ARCH__ >= 900
+    unsigned r;
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+#else
+    return 0;
+#endif
+}
+
+/// Barrier over every thread of the cluster; orders shared-memory writes before it against
+/// reads after it, across the cluster's blocks.
+__device__ __forceinline__ void cluster_sync()
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+
+/// Reads the float at `address` (a shared address of this block) in block `rank`'s shared memory.
+__device__ __forceinline__ float load_from_cluster_block(unsigned address, unsigned rank)
+{
+#if __CUDA_ARCH__ >= 900
+    unsigned remote;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+    return v;
+#else
+    return 0.0f;
+#endif
+}
+
 }  // namespace kjit
