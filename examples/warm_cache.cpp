@@ -2,8 +2,9 @@
 //   warm_cache [ARCH]     ARCH defaults to the local GPU's, or sm_90 where there is none.
 // Run it twice: the second run is all cache hits.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
-#include <future>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -35,26 +36,36 @@ int main(int argc, char** argv) try {
     fmt::print("kjit: cache {}\nkjit: compiling {} kernels for {} ({}) with NVRTC {}\n\n", runtime.cache().path().string(),
                kernels.size(), options.arch.name(), where, kjit::nvrtc_version());
 
-    // Compile in parallel: NVRTC runs are independent.
-    std::vector<std::future<kjit::CompileResult>> results;
-    for (const auto& k : kernels)
-        results.push_back(std::async(std::launch::async, [&, k] { return runtime.compile(k, options); }));
+    // Compile in parallel, one NVRTC run per core: they are independent.
+    std::vector<std::optional<kjit::CompileResult>> results(kernels.size());
+    std::vector<std::string> errors(kernels.size());
+    std::atomic<std::size_t> next{0};
+    std::vector<std::thread> workers(std::max(1u, std::thread::hardware_concurrency()));
+    for (auto& worker : workers)
+        worker = std::thread([&] {
+            for (std::size_t i; (i = next++) < kernels.size();) try {
+                    results[i] = runtime.compile(kernels[i], options);
+                } catch (const kjit::Error& e) {
+                    errors[i] = e.what();
+                }
+        });
+    for (auto& worker : workers) worker.join();
 
     std::size_t width = 9;
     for (const auto& k : kernels) width = std::max(width, k.id().size());
     fmt::print("{:<{}}  {:<7}  {:>10}  {:>9}\n", "kernel id", width, "arch", "compile", "registers");
     int failed = 0;
     for (std::size_t i = 0; i < kernels.size(); ++i) {
-        try {
-            const auto r = results[i].get();
-            const auto when = r.origin == kjit::Origin::compiled ? fmt::format("{:.1f} ms", r.entry->compiled.compile_ms)
-                                                                  : std::string("hit");
-            fmt::print("{:<{}}  {:<7}  {:>10}  {:>9}\n", kernels[i].id(), width, r.entry->arch, when,
-                       r.entry->compiled.resources.registers);
-        } catch (const kjit::Error& e) {
+        if (!results[i]) {
             ++failed;
-            fmt::print(stderr, "{}: {}\n", kernels[i].id(), e.what());
+            fmt::print(stderr, "{}: {}\n", kernels[i].id(), errors[i]);
+            continue;
         }
+        const auto& r = *results[i];
+        const auto when = r.origin == kjit::Origin::compiled ? fmt::format("{:.1f} ms", r.entry->compiled.compile_ms)
+                                                              : std::string("hit");
+        fmt::print("{:<{}}  {:<7}  {:>10}  {:>9}\n", kernels[i].id(), width, r.entry->arch, when,
+                   r.entry->compiled.resources.registers);
     }
     const auto stats = runtime.stats();
     fmt::print("\n{} compiled, {} from the cache, {} failed{}\n", stats.compiles, stats.cache_hits, failed,

@@ -49,6 +49,13 @@ void visit_tensors(std::span<const Tensor> inputs, std::span<void* const> params
 
 constexpr std::string_view conv_param_names[] = {"weight", "bn_scale", "bn_shift"};
 
+/// Rows of an NCHW output are (image, channel) pairs of OH·OW pixels.
+std::size_t nchw_row_elems(ShapeView output_shape) {
+    check_rank4(output_shape, "output y");
+    return output_shape[2] * output_shape[3];
+}
+
+
 }  // namespace
 
 // ---- shared helpers -------------------------------------------------------------------------
@@ -169,8 +176,7 @@ std::vector<Shape> Conv2dBnSiluGemmForward::param_shapes(std::span<const ShapeVi
 std::span<const std::string_view> Conv2dBnSiluGemmForward::param_names() const { return conv_param_names; }
 
 std::size_t Conv2dBnSiluGemmForward::forward_output_row_elems(ShapeView output_shape) const {
-    check_rank4(output_shape, "output y");
-    return output_shape[2] * output_shape[3];
+    return nchw_row_elems(output_shape);
 }
 
 void Conv2dBnSiluGemmForward::pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output,
@@ -241,32 +247,6 @@ void visit_conv_ints(const ConvCall& c, const Conv2dAttrs& a, int output_row_str
         visitor.visit_i32(v);
 }
 
-std::vector<Shape> conv_param_shapes(const Conv2dAttrs& a, std::span<const ShapeView> input_shapes,
-                                     ShapeView output_shape) {
-    require(input_shapes.size() == 1, "conv2d_bn_silu takes 1 input");
-    check_rank4(input_shapes[0], "input x");
-    check_rank4(output_shape, "output y");
-    const std::size_t c_out = output_shape[1], cin_pg = input_shapes[0][1] / a.groups;
-    return {{c_out, cin_pg, static_cast<std::size_t>(a.kernel_h), static_cast<std::size_t>(a.kernel_w)},
-            {c_out},
-            {c_out}};
-}
-
-Shape conv_output_shape(const Conv2dAttrs& a, std::span<const ShapeView> input_shapes, ShapeView resolved) {
-    require(input_shapes.size() == 1, "conv2d_bn_silu takes 1 input");
-    check_rank4(input_shapes[0], "input x");
-    check_rank4(resolved, "output y");
-    const ShapeView x = input_shapes[0];
-    const Conv2dShape s{as_i32(x[0], "B"), as_i32(x[1], "C_IN"), as_i32(x[2], "H"), as_i32(x[3], "W"),
-                        as_i32(resolved[1], "C_OUT")};
-    const auto [oh, ow] = conv2d_output_size(a, s);
-    return {x[0], resolved[1], static_cast<std::size_t>(oh), static_cast<std::size_t>(ow)};
-}
-
-std::size_t nchw_row_elems(ShapeView output_shape) {
-    check_rank4(output_shape, "output y");
-    return output_shape[2] * output_shape[3];
-}
 
 void require_one_stride_and_pad(const Conv2dAttrs& a) {
     require(a.stride_h == a.stride_w && a.pad_h == a.pad_w,
@@ -282,31 +262,42 @@ void require_one_stride_and_pad(const Conv2dAttrs& a) {
 
 }  // namespace
 
+// ---- what the general conv ops share ----------------------------------------------------------
+
+std::vector<Shape> Conv2dOp::param_shapes(std::span<const ShapeView> input_shapes, ShapeView output_shape) const {
+    require(input_shapes.size() == 1, "conv2d_bn_silu takes 1 input");
+    check_rank4(input_shapes[0], "input x");
+    check_rank4(output_shape, "output y");
+    const std::size_t c_out = output_shape[1], cin_pg = input_shapes[0][1] / attrs_.groups;
+    return {{c_out, cin_pg, static_cast<std::size_t>(attrs_.kernel_h), static_cast<std::size_t>(attrs_.kernel_w)},
+            {c_out},
+            {c_out}};
+}
+
+std::span<const std::string_view> Conv2dOp::param_names() const { return conv_param_names; }
+
+std::size_t Conv2dOp::forward_output_row_elems(ShapeView output_shape) const { return nchw_row_elems(output_shape); }
+
+Shape Conv2dOp::compute_concrete_output_shape(std::span<const ShapeView> input_shapes, ShapeView resolved) const {
+    require(input_shapes.size() == 1, "conv2d_bn_silu takes 1 input");
+    check_rank4(input_shapes[0], "input x");
+    check_rank4(resolved, "output y");
+    const ShapeView x = input_shapes[0];
+    const Conv2dShape s{as_i32(x[0], "B"), as_i32(x[1], "C_IN"), as_i32(x[2], "H"), as_i32(x[3], "W"),
+                        as_i32(resolved[1], "C_OUT")};
+    const auto [oh, ow] = conv2d_output_size(attrs_, s);
+    return {x[0], resolved[1], static_cast<std::size_t>(oh), static_cast<std::size_t>(ow)};
+}
+
 // ---- implicit-GEMM kernel (general convolutions on tensor cores) -------------------------------
 
 Conv2dBnSiluForward::Conv2dBnSiluForward(const GemmTiles& tiles, const Conv2dAttrs& attrs, int max_shared_bytes,
                                          int split_k)
     : TypedKernel("conv2d_bn_silu_forward", gemm_constants(tiles, max_shared_bytes, split_k), tiles.threads()),
+      Conv2dOp(attrs),
       tiles_(tiles),
-      attrs_(attrs),
       split_k_(split_k) {
     require_one_stride_and_pad(attrs);
-}
-
-std::vector<Shape> Conv2dBnSiluForward::param_shapes(std::span<const ShapeView> input_shapes,
-                                                     ShapeView output_shape) const {
-    return conv_param_shapes(attrs_, input_shapes, output_shape);
-}
-
-std::span<const std::string_view> Conv2dBnSiluForward::param_names() const { return conv_param_names; }
-
-std::size_t Conv2dBnSiluForward::forward_output_row_elems(ShapeView output_shape) const {
-    return nchw_row_elems(output_shape);
-}
-
-Shape Conv2dBnSiluForward::compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
-                                                         ShapeView resolved) const {
-    return conv_output_shape(attrs_, input_shapes, resolved);
 }
 
 void Conv2dBnSiluForward::pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output,
@@ -330,10 +321,6 @@ Dims Conv2dBnSiluForward::grid(ShapeView output_shape) const {
     require(tiles <= INT32_MAX && attrs_.groups <= 65535,
             fmt::format("{} blocks x {} groups exceed the grid's limits: split the batch", tiles, attrs_.groups));
     return {static_cast<unsigned>(tiles), static_cast<unsigned>(attrs_.groups), 1};
-}
-
-Dims Conv2dBnSiluForward::grid_for_launch(std::size_t, std::span<const ShapeView>, ShapeView output_shape) const {
-    return grid(output_shape);
 }
 
 // ---- direct kernel (depthwise, narrow groups) ----------------------------------------------------------------------------
@@ -371,8 +358,8 @@ Conv2dBnSiluDirectForward::Conv2dBnSiluDirectForward(int block_oc, int block_ow,
                                          const Conv2dShape& shape, int max_shared_bytes)
     : TypedKernel("conv2d_bn_silu_direct_forward", {{"BLOCK_OC", std::int64_t{block_oc}}, {"BLOCK_OW", std::int64_t{block_ow}}},
                   threads(validated({block_oc, block_ow}))),
+      Conv2dOp(attrs),
       tiles_{block_oc, block_ow},
-      attrs_(attrs),
       shape_(shape) {
     (void)conv2d_output_size(attrs, shape);
     require_one_stride_and_pad(attrs);
@@ -390,22 +377,6 @@ Conv2dBnSiluDirectForward::Conv2dBnSiluDirectForward(int block_oc, int block_ow,
                         attrs.kernel_h, attrs.kernel_w, block_oc, block_ow, per_channel, max_shared_bytes));
     step_channels_ = static_cast<int>(std::clamp<long long>(budget / per_channel, 1, std::min(cin_pg, 32)));
     shared_bytes_ = static_cast<unsigned>(step_channels_ * per_channel);
-}
-
-std::vector<Shape> Conv2dBnSiluDirectForward::param_shapes(std::span<const ShapeView> input_shapes,
-                                                           ShapeView output_shape) const {
-    return conv_param_shapes(attrs_, input_shapes, output_shape);
-}
-
-std::span<const std::string_view> Conv2dBnSiluDirectForward::param_names() const { return conv_param_names; }
-
-std::size_t Conv2dBnSiluDirectForward::forward_output_row_elems(ShapeView output_shape) const {
-    return nchw_row_elems(output_shape);
-}
-
-Shape Conv2dBnSiluDirectForward::compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
-                                                               ShapeView resolved) const {
-    return conv_output_shape(attrs_, input_shapes, resolved);
 }
 
 void Conv2dBnSiluDirectForward::pack_args(std::span<const Tensor> inputs, std::span<void* const> params,

@@ -43,6 +43,15 @@ double relative_error(const std::vector<T>& out, const std::vector<double>& ref)
     return std::sqrt(num / den);
 }
 
+/// y, read back from `dy`, equals a·x + b·y0 to fp32 rounding.
+void check_affine(const DeviceBuffer& dy, const std::vector<float>& x, const std::vector<float>& y0, double a, double b) {
+    std::vector<float> y(x.size());
+    dy.download(std::span<float>(y));
+    std::vector<double> ref(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) ref[i] = a * x[i] + b * y0[i];
+    CHECK(relative_error(y, ref) <= 1e-6);
+}
+
 /// The shipped axpby as a typed kernel class: arguments checked at compile time.
 class AxpbyF32 : public TypedKernel<param<"x", float*>, param<"y", float*>, param<"alpha", float>,
                                     param<"beta", float>, param<"n", std::int64_t>> {
@@ -106,10 +115,7 @@ TEST_CASE("typed launch: arguments checked at compile time, same results") {
     const AxpbyF32 axpby(4);
     axpby.launch(stream, Dim3{64}, Dim3{256}, static_cast<const float*>(dx.as<float>()), dy.as<float>(), 0.5f, 2.0f, n);
     stream.synchronize();
-    dy.download(std::span<float>(y));
-    std::vector<double> ref(n);
-    for (std::int64_t i = 0; i < n; ++i) ref[i] = 0.5 * x[i] + 2.0 * y0[i];
-    CHECK(relative_error(y, ref) <= 1e-6);
+    check_affine(dy, x, y0, 0.5, 2.0);
 }
 
 TEST_CASE("after the first launch, launches are memory hits: no load, no compile, no SQL") {
@@ -280,10 +286,7 @@ TEST_CASE("a captured graph replays its launches") {
     graph.launch(stream);  // y = x + 2·y0
     graph.launch(stream);  // y = x + 2·(x + 2·y0) = 3x + 4·y0
     stream.synchronize();
-    dy.download(std::span<float>(y));
-    std::vector<double> ref(n);
-    for (std::int64_t i = 0; i < n; ++i) ref[i] = 3.0 * x[i] + 4.0 * y0[i];
-    CHECK(relative_error(y, ref) <= 1e-6);
+    check_affine(dy, x, y0, 3.0, 4.0);
 }
 
 TEST_CASE("events time work on a stream") {

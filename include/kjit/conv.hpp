@@ -101,19 +101,43 @@ private:
     int split_k_;
 };
 
+/// The arguments of the general conv kernels, in order; `Extra` ones follow.
+template <class... Extra>
+using GeneralConvKernel = TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>,
+                                      param<"bn_shift", float*>, param<"y", float*>, param<"B", std::int32_t>,
+                                      param<"C_IN", std::int32_t>, param<"H", std::int32_t>, param<"W", std::int32_t>,
+                                      param<"C_OUT", std::int32_t>, param<"OH", std::int32_t>,
+                                      param<"OW", std::int32_t>, param<"KH", std::int32_t>, param<"KW", std::int32_t>,
+                                      param<"stride", std::int32_t>, param<"pad", std::int32_t>,
+                                      param<"groups", std::int32_t>, param<"y_row_stride", std::int32_t>, Extra...>;
+
+/// What every general (any kernel size, stride, padding, groups) conv op shares as a RuntimeOp:
+/// one NCHW input, parameters weight [C_OUT, C_IN/groups, KH, KW], bn_scale and bn_shift
+/// [C_OUT], rows of OH·OW outputs, the output shape from the attributes.
+class Conv2dOp : public RuntimeOp {
+public:
+    explicit Conv2dOp(const Conv2dAttrs& attrs) : attrs_(attrs) {}
+    [[nodiscard]] const Conv2dAttrs& attrs() const noexcept { return attrs_; }
+
+    [[nodiscard]] std::size_t n_activation_inputs() const override { return 1; }
+    [[nodiscard]] std::vector<Shape> param_shapes(std::span<const ShapeView> input_shapes,
+                                                  ShapeView output_shape) const override;
+    [[nodiscard]] std::span<const std::string_view> param_names() const override;
+    [[nodiscard]] std::size_t forward_output_row_elems(ShapeView output_shape) const override;
+    [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
+                                                      ShapeView resolved) const override;
+
+protected:
+    Conv2dAttrs attrs_;
+};
+
 /// Conv2d (any kernel size, stride, padding, groups; dilation 1) + BN + SiLU as an implicit GEMM
 /// on tensor cores, one GEMM per group (kernels_src/conv2d_bn_silu_forward.cu): N = C_OUT/groups,
 /// K = C_IN/groups·KH·KW, columns B·OH·OW; patches are gathered on the fly. Grid
 /// [⌈B·OH·OW/BLOCK_M⌉·⌈N/BLOCK_N⌉·split_k, groups, 1], split-K clusters as the 1×1 kernel's.
 class Conv2dBnSiluForward final
-    : public TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>,
-                         param<"bn_shift", float*>, param<"y", float*>, param<"B", std::int32_t>,
-                         param<"C_IN", std::int32_t>, param<"H", std::int32_t>, param<"W", std::int32_t>,
-                         param<"C_OUT", std::int32_t>, param<"OH", std::int32_t>, param<"OW", std::int32_t>,
-                         param<"KH", std::int32_t>, param<"KW", std::int32_t>, param<"stride", std::int32_t>,
-                         param<"pad", std::int32_t>, param<"groups", std::int32_t>,
-                         param<"y_row_stride", std::int32_t>>,
-      public RuntimeOp {
+    : public GeneralConvKernel<>,
+      public Conv2dOp {
 public:
     /// Throws UsageError for invalid tiles or attributes no kernel supports (dilation ≠ 1,
     /// unequal strides or paddings).
@@ -122,29 +146,18 @@ public:
 
     [[nodiscard]] const GemmTiles& tiles() const noexcept { return tiles_; }
     [[nodiscard]] int split_k() const noexcept { return split_k_; }
-    [[nodiscard]] const Conv2dAttrs& attrs() const noexcept { return attrs_; }
 
-    // RuntimeOp
-    [[nodiscard]] std::size_t n_activation_inputs() const override { return 1; }
-    [[nodiscard]] std::vector<Shape> param_shapes(std::span<const ShapeView> input_shapes,
-                                                  ShapeView output_shape) const override;
-    [[nodiscard]] std::span<const std::string_view> param_names() const override;
-    [[nodiscard]] std::size_t forward_output_row_elems(ShapeView output_shape) const override;
-    [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
-                                                      ShapeView resolved) const override;
+    // RuntimeOp (shapes and parameters: Conv2dOp)
     void pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output, ShapeView output_shape,
                    int output_row_stride, ArgVisitor& visitor) const override;
     [[nodiscard]] Dims block() const override;
     [[nodiscard]] Dims grid(ShapeView output_shape) const override;
-    [[nodiscard]] Dims grid_for_launch(std::size_t, std::span<const ShapeView> input_shapes,
-                                       ShapeView output_shape) const override;
     [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return *this; }
     [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return tiles_.shared_bytes(split_k_); }
     [[nodiscard]] Dims cluster_for_launch(std::size_t) const override { return {unsigned(split_k_), 1, 1}; }
 
 private:
     GemmTiles tiles_;
-    Conv2dAttrs attrs_;
     int split_k_;
 };
 
@@ -157,14 +170,8 @@ struct DirectTiles {
 /// fp32 (kernels_src/conv2d_bn_silu_direct_forward.cu): for depthwise and narrow-group layers,
 /// whose per-group GEMMs are too thin for tensor cores. Grid [⌈OW/BLOCK_OW⌉, OH, B·⌈C_OUT/BLOCK_OC⌉].
 class Conv2dBnSiluDirectForward final
-    : public TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>,
-                         param<"bn_shift", float*>, param<"y", float*>, param<"B", std::int32_t>,
-                         param<"C_IN", std::int32_t>, param<"H", std::int32_t>, param<"W", std::int32_t>,
-                         param<"C_OUT", std::int32_t>, param<"OH", std::int32_t>, param<"OW", std::int32_t>,
-                         param<"KH", std::int32_t>, param<"KW", std::int32_t>, param<"stride", std::int32_t>,
-                         param<"pad", std::int32_t>, param<"groups", std::int32_t>,
-                         param<"y_row_stride", std::int32_t>, param<"step_channels", std::int32_t>>,
-      public RuntimeOp {
+    : public GeneralConvKernel<param<"step_channels", std::int32_t>>,
+      public Conv2dOp {
 public:
     /// `shape` fixes the channel counts the shared-memory plan is made for. Throws UsageError
     /// for invalid tiles, unsupported attributes (dilation ≠ 1, unequal strides or paddings), or
@@ -180,14 +187,7 @@ public:
     /// Input channels staged per step, and the shared memory that takes.
     [[nodiscard]] int step_channels() const noexcept { return step_channels_; }
 
-    // RuntimeOp
-    [[nodiscard]] std::size_t n_activation_inputs() const override { return 1; }
-    [[nodiscard]] std::vector<Shape> param_shapes(std::span<const ShapeView> input_shapes,
-                                                  ShapeView output_shape) const override;
-    [[nodiscard]] std::span<const std::string_view> param_names() const override;
-    [[nodiscard]] std::size_t forward_output_row_elems(ShapeView output_shape) const override;
-    [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
-                                                      ShapeView resolved) const override;
+    // RuntimeOp (shapes and parameters: Conv2dOp)
     void pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output, ShapeView output_shape,
                    int output_row_stride, ArgVisitor& visitor) const override;
     [[nodiscard]] Dims block() const override;
@@ -197,7 +197,6 @@ public:
 
 private:
     DirectTiles tiles_;
-    Conv2dAttrs attrs_;
     Conv2dShape shape_;
     int step_channels_;
     unsigned shared_bytes_;
