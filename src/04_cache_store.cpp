@@ -32,10 +32,6 @@ struct SqlFailure {
     std::string what;
 };
 
-struct KeyHash {
-    std::size_t operator()(const CacheKey& k) const noexcept { return static_cast<std::size_t>(k.low); }
-};
-
 struct StatementDeleter {
     void operator()(sqlite3_stmt* s) const noexcept { sqlite3_finalize(s); }
 };
@@ -101,7 +97,7 @@ struct Cache::Impl {
     Database db;                 // null in memory mode
     bool read_only = false;      // reads from db, stores to memory
     bool warned = false;
-    std::unordered_map<CacheKey, CacheEntry, KeyHash> memory;  // entries not written to db
+    std::unordered_map<CacheKey, CacheEntry, detail::CacheKeyHash> memory;  // entries not written to db
 
     void warn_once(const std::string& message) {
         if (warned) return;

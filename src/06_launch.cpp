@@ -8,6 +8,7 @@
 #include <kjit/error.hpp>
 #include <kjit/runtime.hpp>
 
+#include "cache_key.hpp"
 #include "cuda_driver.hpp"
 #include "kernel_state.hpp"
 #include "log.hpp"
@@ -15,10 +16,6 @@
 
 namespace kjit {
 namespace {
-
-struct KeyHash {
-    std::size_t operator()(const CacheKey& k) const noexcept { return static_cast<std::size_t>(k.low); }
-};
 
 struct DeviceKey {
     CacheKey key;
@@ -38,7 +35,7 @@ struct Runtime::Impl {
 
     const std::uint64_t id = next_runtime_id++;
     Cache cache;
-    detail::SingleFlight<CacheKey, std::shared_ptr<const CacheEntry>, KeyHash> compiled;
+    detail::SingleFlight<CacheKey, std::shared_ptr<const CacheEntry>, detail::CacheKeyHash> compiled;
     detail::SingleFlight<DeviceKey, std::shared_ptr<const LoadedKernel>, DeviceKeyHash> loaded;
     std::atomic<std::uint64_t> memory_hits{0}, cache_hits{0}, compiles{0}, loads{0};
 
@@ -153,12 +150,12 @@ struct Runtime::Impl {
     /// shared-memory limit when a launch needs more than the default 48 KB.
     static void check_config(const Kernel& kernel, const LoadedKernel& lk, const Device& device,
                              const LaunchConfig& config) {
-        const auto [grid, block, shared, cluster_unused] = config;
+        const auto& [grid, block, shared, cluster] = config;
         if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z)
             throw UsageError(fmt::format("launch of {} with grid ({}, {}, {}) and block ({}, {}, {}): every dimension "
                                          "must be at least 1",
                                          kernel.id(), grid.x, grid.y, grid.z, block.x, block.y, block.z));
-        const Dim3 c = config.cluster;
+        const Dim3 c = cluster;
         if (!c.x || !c.y || !c.z || grid.x % c.x || grid.y % c.y || grid.z % c.z)
             throw UsageError(fmt::format("launch of {}: cluster ({}, {}, {}) must be at least 1 and divide the grid "
                                          "({}, {}, {})",
