@@ -107,6 +107,12 @@ std::string constant_text(const Constant& c, bool for_cuda) {
         c.value);
 }
 
+}  // namespace
+
+std::string value_text(const Constant& c) { return constant_text(c, false); }
+
+namespace {
+
 bool uses_16bit_floats(const KernelSpec& spec) {
     auto is16 = [](Scalar s) { return s == Scalar::f16 || s == Scalar::bf16; };
     return std::any_of(spec.params.begin(), spec.params.end(), [&](const Param& p) { return is16(p.type.scalar); }) ||
@@ -138,7 +144,7 @@ std::string readable_id(const KernelSpec& spec) {
         if (p.type.pointer && std::find(dtypes.begin(), dtypes.end(), p.type.scalar) == dtypes.end())
             dtypes.push_back(p.type.scalar);
     for (Scalar s : dtypes) parts.emplace_back(short_name(s));
-    for (const auto& c : spec.constants) parts.push_back(constant_text(c, false));
+    for (const auto& c : spec.constants) parts.push_back(value_text(c));
     return fmt::format("{}", fmt::join(parts, "__"));
 }
 

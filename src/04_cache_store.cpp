@@ -2,6 +2,7 @@
 // Any database it cannot use turns the cache into an in-memory one, with one warning.
 #include <sqlite3.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
@@ -42,9 +43,12 @@ struct DatabaseDeleter {
 };
 using Database = std::unique_ptr<sqlite3, DatabaseDeleter>;
 
-constexpr const char* schema_sql = R"sql(
-CREATE TABLE IF NOT EXISTS kjit_schema (version INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS kernels (
+/// The tables, in database `db` ("main" or an attached one). Changes are additive only: a kjit
+/// that does not know a table ignores it.
+std::string schema_sql(std::string_view db) {
+    return fmt::format(R"sql(
+CREATE TABLE IF NOT EXISTS {0}.kjit_schema (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS {0}.kernels (
     key TEXT PRIMARY KEY NOT NULL,
     readable_id TEXT NOT NULL,
     kernel_name TEXT NOT NULL,
@@ -70,8 +74,20 @@ CREATE TABLE IF NOT EXISTS kernels (
     log_checksum INTEGER NOT NULL,
     meta_checksum INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS kernels_by_name ON kernels (kernel_name, arch);
-)sql";
+CREATE INDEX IF NOT EXISTS {0}.kernels_by_name ON kernels (kernel_name, arch);
+CREATE TABLE IF NOT EXISTS {0}.tuned (
+    kernel TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    device TEXT NOT NULL,
+    arch TEXT NOT NULL,
+    config TEXT NOT NULL,
+    microseconds REAL NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (kernel, shape, device, arch)
+) WITHOUT ROWID;
+)sql",
+                       db);
+}
 
 constexpr const char* columns =
     "key, readable_id, kernel_name, arch, nvrtc_version, options, ptx, cubin, log, registers, spill_store_bytes, "
@@ -88,6 +104,16 @@ std::uint64_t meta_checksum(const CacheEntry& e) {
 }
 
 std::int64_t as_sql(std::uint64_t v) { return static_cast<std::int64_t>(v); }
+
+/// The key of a row: 32 hex digits (anything else reads as a key no entry has).
+CacheKey parse_key(std::string_view hex) {
+    CacheKey k;
+    auto half = [&](std::string_view h, std::uint64_t& out) {
+        return std::from_chars(h.data(), h.data() + h.size(), out, 16).ptr == h.data() + h.size();
+    };
+    if (hex.size() != 32 || !half(hex.substr(0, 16), k.high) || !half(hex.substr(16), k.low)) return {};
+    return k;
+}
 
 }  // namespace
 
@@ -141,6 +167,13 @@ struct Cache::Impl {
         }
     }
 
+    bool has_table(const char* name) {
+        auto s = prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?");
+        sqlite3_bind_text(s.get(), 1, name, -1, SQLITE_STATIC);
+        if (step(s.get()) != SQLITE_ROW) fail(sqlite3_errcode(db.get()), "reading the schema");
+        return sqlite3_column_int(s.get(), 0) == 1;
+    }
+
     void open() {
         std::error_code ec;
         fs::create_directories(path.parent_path(), ec);
@@ -174,9 +207,9 @@ struct Cache::Impl {
         }
         exec("PRAGMA journal_mode=WAL");
         exec("PRAGMA synchronous=NORMAL");
-        if (version == 0) {
+        if (version == 0 || !has_table("tuned")) {  // new, or from before the tuned table
             exec("BEGIN IMMEDIATE");
-            exec(schema_sql);
+            exec(schema_sql("main").c_str());
             exec(fmt::format("INSERT INTO kjit_schema (version) SELECT {0} WHERE NOT EXISTS (SELECT 1 FROM kjit_schema)",
                              cache_schema_version)
                      .c_str());
@@ -198,38 +231,8 @@ struct Cache::Impl {
         const int rc = step(s.get());
         if (rc == SQLITE_DONE) return std::nullopt;
         if (rc != SQLITE_ROW) fail(rc, "reading an entry");
-        auto text = [&](int col) {
-            const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s.get(), col));
-            return std::string(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s.get(), col)));
-        };
-        auto int_at = [&](int col) { return sqlite3_column_int64(s.get(), col); };
-        CacheEntry e;
-        e.key = key;
-        e.readable_id = text(1);
-        e.kernel_name = text(2);
-        e.arch = text(3);
-        e.nvrtc_version = text(4);
-        e.options = text(5);
-        e.compiled.ptx = text(6);
-        const auto* cubin = static_cast<const std::byte*>(sqlite3_column_blob(s.get(), 7));
-        e.compiled.cubin.assign(cubin, cubin + sqlite3_column_bytes(s.get(), 7));
-        e.compiled.log = text(8);
-        auto& r = e.compiled.resources;
-        int* fields[] = {&r.registers, &r.spill_store_bytes, &r.spill_load_bytes, &r.shared_static_bytes,
-                         &r.stack_frame_bytes, &r.constant_bytes, &r.barriers};
-        for (int i = 0; i < 7; ++i) *fields[i] = static_cast<int>(int_at(9 + i));
-        e.compiled.compile_ms = sqlite3_column_double(s.get(), 16);
-        e.created_at = int_at(17);
-        e.last_used_at = int_at(18);
-        e.hit_count = int_at(19);
-        const std::int64_t stored_sums[] = {int_at(20), int_at(21), int_at(22), int_at(23)};
+        auto [e, bad] = decode(s.get());
         sqlite3_reset(s.get());
-
-        std::string bad;
-        if (as_sql(detail::checksum(e.compiled.ptx)) != stored_sums[0]) bad = "ptx";
-        else if (as_sql(detail::checksum(e.compiled.cubin)) != stored_sums[1]) bad = "cubin";
-        else if (as_sql(detail::checksum(e.compiled.log)) != stored_sums[2]) bad = "log";
-        else if (as_sql(meta_checksum(e)) != stored_sums[3]) bad = "metadata";
         if (!bad.empty()) {
             detail::warn(fmt::format("cache entry {} ({}) in {} failed its {} checksum: ignoring it; it is recompiled "
                                      "and replaced",
@@ -245,7 +248,65 @@ struct Cache::Impl {
         return e;
     }
 
+    /// The entry in the current row of a `SELECT columns` statement, and the name of the first
+    /// checksum it fails ("" when every blob and the metadata match).
+    static std::pair<CacheEntry, std::string> decode(sqlite3_stmt* s) {
+        auto text = [&](int col) {
+            const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s, col));
+            return std::string(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, col)));
+        };
+        auto int_at = [&](int col) { return sqlite3_column_int64(s, col); };
+        CacheEntry e;
+        e.key = parse_key(text(0));
+        e.readable_id = text(1);
+        e.kernel_name = text(2);
+        e.arch = text(3);
+        e.nvrtc_version = text(4);
+        e.options = text(5);
+        e.compiled.ptx = text(6);
+        const auto* cubin = static_cast<const std::byte*>(sqlite3_column_blob(s, 7));
+        e.compiled.cubin.assign(cubin, cubin + sqlite3_column_bytes(s, 7));
+        e.compiled.log = text(8);
+        auto& r = e.compiled.resources;
+        int* fields[] = {&r.registers, &r.spill_store_bytes, &r.spill_load_bytes, &r.shared_static_bytes,
+                         &r.stack_frame_bytes, &r.constant_bytes, &r.barriers};
+        for (int i = 0; i < 7; ++i) *fields[i] = static_cast<int>(int_at(9 + i));
+        e.compiled.compile_ms = sqlite3_column_double(s, 16);
+        e.created_at = int_at(17);
+        e.last_used_at = int_at(18);
+        e.hit_count = int_at(19);
+        std::string bad;
+        if (as_sql(detail::checksum(e.compiled.ptx)) != int_at(20)) bad = "ptx";
+        else if (as_sql(detail::checksum(e.compiled.cubin)) != int_at(21)) bad = "cubin";
+        else if (as_sql(detail::checksum(e.compiled.log)) != int_at(22)) bad = "log";
+        else if (as_sql(meta_checksum(e)) != int_at(23)) bad = "metadata";
+        return {std::move(e), std::move(bad)};
+    }
+
+    /// Calls `row(entry, failed_checksum)` for every entry of `table` ("main.kernels", …).
+    template <class Row>
+    void each_entry(std::string_view table, Row&& row) {
+        auto s = prepare(fmt::format("SELECT {} FROM {}", columns, table));
+        for (int rc; (rc = step(s.get())) != SQLITE_DONE;) {
+            if (rc != SQLITE_ROW) fail(rc, "reading entries");
+            auto [e, bad] = decode(s.get());
+            row(std::move(e), bad);
+        }
+    }
+
     void write(const CacheEntry& e) {
+        exec("BEGIN IMMEDIATE");
+        try {
+            insert(e);
+        } catch (...) {
+            sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+            throw;
+        }
+        exec("COMMIT");
+    }
+
+    /// INSERT OR REPLACE of one entry, inside the caller's transaction.
+    void insert(const CacheEntry& e) {
         auto s = prepare(fmt::format("INSERT OR REPLACE INTO kernels ({}) VALUES "
                                      "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                                      columns));
@@ -276,13 +337,8 @@ struct Cache::Impl {
         bind_int(as_sql(detail::checksum(e.compiled.log)));
         bind_int(as_sql(meta_checksum(e)));
 
-        exec("BEGIN IMMEDIATE");
         const int rc = step(s.get());
-        if (rc != SQLITE_DONE) {
-            sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
-            fail(rc, "writing an entry");
-        }
-        exec("COMMIT");
+        if (rc != SQLITE_DONE) fail(rc, "writing an entry");
     }
 };
 
@@ -337,6 +393,232 @@ void Cache::store(const CacheEntry& entry) {
         }
     }
     impl_->memory.insert_or_assign(entry.key, entry);
+}
+
+// ---- management ---------------------------------------------------------------------------
+
+namespace {
+/// Runs `work` with the database, or throws Error when this cache works from memory.
+template <class Impl, class Work>
+auto with_database(Impl& impl, Work&& work) {
+    std::lock_guard lock(impl.mutex);
+    if (!impl.db)
+        throw Error(fmt::format("the kernel cache {} cannot be used (see the warning above): nothing to manage",
+                                impl.path.string()));
+    try {
+        return work();
+    } catch (const SqlFailure& failure) {
+        throw Error(fmt::format("kernel cache {}: {}", impl.path.string(), failure.what));
+    }
+}
+}  // namespace
+
+std::vector<CacheEntry> Cache::entries() {
+    return with_database(*impl_, [&] {
+        std::vector<CacheEntry> all;
+        impl_->each_entry("main.kernels", [&](CacheEntry e, const std::string&) { all.push_back(std::move(e)); });
+        return all;
+    });
+}
+
+std::vector<std::string> Cache::verify() {
+    return with_database(*impl_, [&] {
+        std::vector<std::string> faults;
+        auto check = impl_->prepare("PRAGMA integrity_check");
+        for (int rc; (rc = impl_->step(check.get())) == SQLITE_ROW;) {
+            const std::string line = reinterpret_cast<const char*>(sqlite3_column_text(check.get(), 0));
+            if (line != "ok") faults.push_back("integrity: " + line);
+        }
+        impl_->each_entry("main.kernels", [&](const CacheEntry& e, const std::string& bad) {
+            if (!bad.empty())
+                faults.push_back(fmt::format("entry {} ({}, {}): {} checksum mismatch", e.key.hex(), e.readable_id,
+                                             e.arch, bad));
+        });
+        return faults;
+    });
+}
+
+std::size_t Cache::clear() {
+    return with_database(*impl_, [&] {
+        impl_->exec("DELETE FROM kernels");
+        return static_cast<std::size_t>(sqlite3_changes(impl_->db.get()));
+    });
+}
+
+std::size_t Cache::prune(std::uint64_t max_bytes) {
+    return with_database(*impl_, [&] {
+        auto s = impl_->prepare(
+            "SELECT key, length(ptx) + length(cubin) + length(log) FROM kernels ORDER BY last_used_at DESC, created_at DESC");
+        std::uint64_t kept_bytes = 0;
+        std::vector<std::string> doomed;
+        for (int rc; (rc = impl_->step(s.get())) == SQLITE_ROW;) {
+            const auto bytes = static_cast<std::uint64_t>(sqlite3_column_int64(s.get(), 1));
+            if (kept_bytes + bytes <= max_bytes) kept_bytes += bytes;  // most recently used first stay
+            else doomed.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 0)));
+        }
+        s.reset();
+        impl_->exec("BEGIN IMMEDIATE");
+        auto del = impl_->prepare("DELETE FROM kernels WHERE key = ?");
+        for (const auto& key : doomed) {
+            sqlite3_bind_text(del.get(), 1, key.c_str(), -1, SQLITE_STATIC);
+            impl_->step(del.get());
+            sqlite3_reset(del.get());
+        }
+        del.reset();
+        impl_->exec("COMMIT");
+        impl_->exec("VACUUM");
+        return doomed.size();
+    });
+}
+
+std::size_t Cache::export_to(const fs::path& file, const std::string& arch) {
+    if (fs::exists(file))
+        throw UsageError(fmt::format("{} exists: export writes a new file; remove it or choose another name",
+                                     file.string()));
+    return with_database(*impl_, [&] {
+        auto attach = impl_->prepare("ATTACH DATABASE ? AS export_target");
+        sqlite3_bind_text(attach.get(), 1, file.c_str(), -1, SQLITE_TRANSIENT);
+        if (impl_->step(attach.get()) != SQLITE_DONE) impl_->fail(sqlite3_errcode(impl_->db.get()), "creating the file");
+        attach.reset();
+        std::size_t n = 0;
+        try {
+            impl_->exec("BEGIN IMMEDIATE");
+            impl_->exec(schema_sql("export_target").c_str());
+            impl_->exec(fmt::format("INSERT INTO export_target.kjit_schema (version) VALUES ({})", cache_schema_version)
+                            .c_str());
+            auto copy = impl_->prepare(fmt::format("INSERT INTO export_target.kernels SELECT {0} FROM main.kernels{1}",
+                                                   columns, arch.empty() ? "" : " WHERE arch = ?"));
+            if (!arch.empty()) sqlite3_bind_text(copy.get(), 1, arch.c_str(), -1, SQLITE_TRANSIENT);
+            if (impl_->step(copy.get()) != SQLITE_DONE) impl_->fail(sqlite3_errcode(impl_->db.get()), "copying entries");
+            n = static_cast<std::size_t>(sqlite3_changes(impl_->db.get()));
+            copy.reset();
+            impl_->exec("INSERT INTO export_target.tuned SELECT * FROM main.tuned");
+            impl_->exec("COMMIT");
+        } catch (...) {
+            sqlite3_exec(impl_->db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+            sqlite3_exec(impl_->db.get(), "DETACH DATABASE export_target", nullptr, nullptr, nullptr);
+            std::error_code ec;
+            fs::remove(file, ec);  // nothing half-written stays behind
+            throw;
+        }
+        impl_->exec("DETACH DATABASE export_target");
+        return n;
+    });
+}
+
+ImportReport Cache::import_from(const fs::path& file) {
+    if (!fs::is_regular_file(file))
+        throw UsageError(fmt::format("{} is not a file: give the path of a cache exported with kjit cache export",
+                                     file.string()));
+    return with_database(*impl_, [&] {
+        sqlite3* raw = nullptr;
+        const int rc = sqlite3_open_v2(file.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr);
+        Database source(raw);
+        auto not_a_cache = [&](std::string_view why) {
+            return UsageError(fmt::format("{} is not a kjit cache ({}): give a file written by kjit cache export",
+                                          file.string(), why));
+        };
+        if (rc != SQLITE_OK) throw not_a_cache(sqlite3_errstr(rc));
+        int version = 0;
+        sqlite3_exec(
+            source.get(), "SELECT version FROM kjit_schema",
+            [](void* v, int, char** cols, char**) {
+                *static_cast<int*>(v) = cols[0] ? std::atoi(cols[0]) : 0;
+                return 0;
+            },
+            &version, nullptr);
+        if (version != cache_schema_version)
+            throw not_a_cache(version ? fmt::format("schema {}, this kjit reads {}", version, cache_schema_version)
+                                      : std::string("no kjit_schema table"));
+        source.reset();
+
+        ImportReport report;
+        auto attach = impl_->prepare("ATTACH DATABASE ? AS import_source");
+        sqlite3_bind_text(attach.get(), 1, file.c_str(), -1, SQLITE_TRANSIENT);
+        if (impl_->step(attach.get()) != SQLITE_DONE) impl_->fail(sqlite3_errcode(impl_->db.get()), "opening the file");
+        attach.reset();
+        std::vector<CacheEntry> incoming;
+        impl_->each_entry("import_source.kernels", [&](CacheEntry e, const std::string& bad) {
+            if (!bad.empty()) {
+                ++report.rejected;
+                detail::warn(fmt::format("import: entry {} ({}) in {} failed its {} checksum: not imported",
+                                         e.key.hex(), e.readable_id, file.string(), bad));
+                return;
+            }
+            incoming.push_back(std::move(e));
+        });
+        impl_->exec("DETACH DATABASE import_source");
+        impl_->exec("BEGIN IMMEDIATE");
+        try {
+            for (const auto& e : incoming) {
+                std::optional<CacheEntry> here;
+                {
+                    auto s = impl_->prepare(fmt::format("SELECT {} FROM kernels WHERE key = ?", columns));
+                    const std::string hex = e.key.hex();
+                    sqlite3_bind_text(s.get(), 1, hex.c_str(), -1, SQLITE_TRANSIENT);
+                    if (impl_->step(s.get()) == SQLITE_ROW) {
+                        auto [existing, bad] = Impl::decode(s.get());
+                        if (bad.empty()) here = std::move(existing);
+                    }
+                }
+                if (here) {
+                    ++report.kept;
+                    continue;
+                }
+                impl_->insert(e);
+                ++report.imported;
+            }
+            impl_->exec("COMMIT");
+        } catch (...) {
+            sqlite3_exec(impl_->db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+            throw;
+        }
+        return report;
+    });
+}
+
+void Cache::store_tuned(const TunedConfig& w) {
+    with_database(*impl_, [&] {
+        auto s = impl_->prepare("INSERT OR REPLACE INTO tuned VALUES (?, ?, ?, ?, ?, ?, ?)");
+        int col = 0;
+        for (const std::string* v : {&w.kernel, &w.shape, &w.device, &w.arch, &w.config})
+            sqlite3_bind_text(s.get(), ++col, v->c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_double(s.get(), ++col, w.microseconds);
+        sqlite3_bind_int64(s.get(), ++col, unix_now());
+        if (impl_->step(s.get()) != SQLITE_DONE) impl_->fail(sqlite3_errcode(impl_->db.get()), "storing a tuned winner");
+        return 0;
+    });
+}
+
+std::vector<TunedConfig> Cache::tuned() {
+    return with_database(*impl_, [&] {
+        std::vector<TunedConfig> all;
+        auto s = impl_->prepare("SELECT kernel, shape, device, arch, config, microseconds FROM tuned");
+        while (impl_->step(s.get()) == SQLITE_ROW) {
+            auto text = [&](int c) { return std::string(reinterpret_cast<const char*>(sqlite3_column_text(s.get(), c))); };
+            all.push_back({text(0), text(1), text(2), text(3), text(4), sqlite3_column_double(s.get(), 5)});
+        }
+        return all;
+    });
+}
+
+std::optional<TunedConfig> Cache::find_tuned(const std::string& kernel, const std::string& shape,
+                                             const std::string& device, const std::string& arch) {
+    std::lock_guard lock(impl_->mutex);
+    if (!impl_->db) return std::nullopt;
+    try {
+        auto s = impl_->prepare("SELECT config, microseconds FROM tuned WHERE kernel = ? AND shape = ? AND device = ? "
+                                "AND arch = ?");
+        int col = 0;
+        for (const std::string* v : {&kernel, &shape, &device, &arch})
+            sqlite3_bind_text(s.get(), ++col, v->c_str(), -1, SQLITE_TRANSIENT);
+        if (impl_->step(s.get()) != SQLITE_ROW) return std::optional<TunedConfig>{};
+        return std::optional<TunedConfig>{TunedConfig{kernel, shape, device, arch,
+                                                      reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 0)),
+                                                      sqlite3_column_double(s.get(), 1)}};
+    } catch (const SqlFailure&) {
+        return std::optional<TunedConfig>{};
+    }
 }
 
 void Cache::close() noexcept {

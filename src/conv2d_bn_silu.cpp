@@ -2,11 +2,17 @@
 // BatchNorm fold and the float64 reference.
 #include <algorithm>
 #include <climits>
+#include <charconv>
 #include <cmath>
+#include <map>
+#include <optional>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <kjit/conv.hpp>
 #include <kjit/error.hpp>
+
+#include "log.hpp"
 
 namespace kjit {
 namespace {
@@ -457,6 +463,106 @@ std::unique_ptr<RuntimeOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const C
     while (block_oc > 16 && (blocks(block_oc) < 2LL * device.multiprocessors || block_oc / 2 >= s.c_out)) block_oc /= 2;
     if (Conv2dBnSiluDirectForward::threads({block_oc, block_ow}) < 32) block_oc = 32;
     return std::make_unique<Conv2dBnSiluDirectForward>(block_oc, block_ow, a, s, device.max_shared_bytes);
+}
+
+// ---- configurations as text (tuning, --config) -----------------------------------------------
+
+std::string conv2d_problem_key(const Conv2dAttrs& a, const Conv2dShape& s) {
+    return fmt::format("b{}_c{}x{}x{}_o{}_k{}x{}_s{}x{}_p{}x{}_g{}", s.batch, s.c_in, s.height, s.width, s.c_out,
+                       a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_h, a.pad_w, a.groups);
+}
+
+std::unique_ptr<RuntimeOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const std::string& config,
+                                               const DeviceTraits& device) {
+    std::map<std::string, int> values;
+    std::istringstream words(config);
+    for (std::string word; words >> word;) {
+        const auto eq = word.find('=');
+        int v = 0;
+        const char* end = word.data() + word.size();
+        if (eq == std::string::npos || std::from_chars(word.data() + eq + 1, end, v).ptr != end)
+            throw UsageError(fmt::format("configuration item '{}': write KEY=INTEGER, e.g. BLOCK_M=64", word));
+        if (!values.emplace(word.substr(0, eq), v).second)
+            throw UsageError(fmt::format("configuration key {} is given twice", word.substr(0, eq)));
+    }
+    auto take = [&](const char* key, std::optional<int> fallback = std::nullopt) {
+        const auto it = values.find(key);
+        if (it == values.end()) {
+            require(fallback.has_value(), fmt::format("configuration '{}' lacks {}", config, key));
+            return *fallback;
+        }
+        const int v = it->second;
+        values.erase(it);
+        return v;
+    };
+    std::unique_ptr<RuntimeOp> op;
+    if (values.contains("BLOCK_OC")) {
+        const int oc = take("BLOCK_OC"), ow = take("BLOCK_OW");
+        op = std::make_unique<Conv2dBnSiluDirectForward>(oc, ow, a, s, device.max_shared_bytes);
+    } else {
+        const GemmTiles t{take("BLOCK_M"), take("BLOCK_N"), take("BLOCK_K"), take("GROUP_M", 8)};
+        const int split = take("SPLIT_K", 1);
+        require(split == 1 || device.clusters, "SPLIT_K > 1 needs thread-block clusters (sm_90 or newer)");
+        const bool pointwise = a.kernel_h == 1 && a.kernel_w == 1 && a.stride_h == 1 && a.stride_w == 1 &&
+                               a.pad_h == 0 && a.pad_w == 0 && a.groups == 1;
+        if (pointwise)
+            op = std::make_unique<Conv2dBnSiluGemmForward>(t.block_m, t.block_n, t.block_k, t.group_m,
+                                                           device.max_shared_bytes, split);
+        else
+            op = std::make_unique<Conv2dBnSiluForward>(t, a, device.max_shared_bytes, split);
+    }
+    if (!values.empty())
+        throw UsageError(fmt::format("configuration key {} is not one this kernel takes", values.begin()->first));
+    return op;
+}
+
+std::string conv2d_bn_silu_config(const RuntimeOp& op) {
+    auto gemm = [](const GemmTiles& t, int split) {
+        return fmt::format("BLOCK_M={} BLOCK_N={} BLOCK_K={} GROUP_M={} SPLIT_K={}", t.block_m, t.block_n, t.block_k,
+                           t.group_m, split);
+    };
+    if (const auto* g = dynamic_cast<const Conv2dBnSiluGemmForward*>(&op)) return gemm(g->tiles(), g->split_k());
+    if (const auto* c = dynamic_cast<const Conv2dBnSiluForward*>(&op)) return gemm(c->tiles(), c->split_k());
+    if (const auto* d = dynamic_cast<const Conv2dBnSiluDirectForward*>(&op))
+        return fmt::format("BLOCK_OC={} BLOCK_OW={}", d->block_oc(), d->block_ow());
+    throw UsageError("not a conv2d_bn_silu op");
+}
+
+std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const Conv2dShape& s,
+                                                   const DeviceTraits& device) {
+    const auto chosen = dispatch_conv2d_bn_silu(a, s, device);
+    std::vector<std::string> list;
+    if (dynamic_cast<const Conv2dBnSiluDirectForward*>(chosen.get())) {
+        for (const auto& t : Conv2dBnSiluDirectForward::configurations())
+            list.push_back(fmt::format("BLOCK_OC={} BLOCK_OW={}", t.block_oc, t.block_ow));
+        return list;
+    }
+    const auto [oh, ow] = conv2d_output_size(a, s);
+    const long long p = 1LL * s.batch * oh * ow;
+    for (const auto& t : GemmTiles::configurations())
+        for (int split : {1, 2, 4, 8}) {
+            const long long tiles = (p + t.block_m - 1) / t.block_m * ((s.c_out / a.groups + t.block_n - 1) / t.block_n);
+            if (split > 1 && (!device.clusters || tiles * split > 4LL * device.multiprocessors)) continue;
+            if (t.shared_bytes(split) > static_cast<unsigned>(device.max_shared_bytes)) continue;
+            list.push_back(fmt::format("BLOCK_M={} BLOCK_N={} BLOCK_K={} GROUP_M={} SPLIT_K={}", t.block_m, t.block_n,
+                                       t.block_k, t.group_m, split));
+        }
+    return list;
+}
+
+std::unique_ptr<RuntimeOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,
+                                                   Cache& cache) {
+    const DeviceTraits traits = DeviceTraits::of(device);
+    if (const auto winner = cache.find_tuned("conv2d_bn_silu", conv2d_problem_key(a, s), device.name(),
+                                             device.arch().name())) {
+        try {
+            return make_conv2d_bn_silu(a, s, winner->config, traits);
+        } catch (const UsageError& e) {
+            detail::warn(fmt::format("ignoring the tuned configuration '{}' for {}: {}", winner->config,
+                                     conv2d_problem_key(a, s), e.what()));
+        }
+    }
+    return dispatch_conv2d_bn_silu(a, s, traits);
 }
 
 // ---- reference ----------------------------------------------------------------------------------

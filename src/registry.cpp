@@ -1,5 +1,10 @@
 // The shipped kernels and their valid configurations: the list warm-up and tests iterate.
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
 #include <kjit/conv.hpp>
+#include <kjit/error.hpp>
 #include <kjit/registry.hpp>
 
 namespace kjit {
@@ -57,5 +62,46 @@ const KernelFamily families[] = {
 }  // namespace
 
 std::span<const KernelFamily> shipped_kernels() { return families; }
+
+Kernel find_shipped_kernel(std::string_view name, std::span<const std::pair<std::string, std::string>> constants) {
+    const auto family = std::find_if(std::begin(families), std::end(families),
+                                     [&](const KernelFamily& f) { return f.name == name; });
+    if (family == std::end(families)) {
+        std::vector<std::string_view> names;
+        for (const auto& f : families) names.push_back(f.name);
+        throw UsageError(fmt::format("unknown kernel '{}': kjit ships {}", name, fmt::join(names, ", ")));
+    }
+    const auto configurations = family->configurations();
+    const auto& declared = configurations.front().constants();
+    std::set<std::string> given;
+    for (const auto& [constant, value] : constants) {
+        if (std::none_of(declared.begin(), declared.end(), [&](const Constant& c) { return c.name == constant; })) {
+            std::vector<std::string> names;
+            for (const auto& c : declared) names.push_back(c.name);
+            throw UsageError(fmt::format("kernel {} has no constant '{}': its constants are {}", name, constant,
+                                         fmt::join(names, ", ")));
+        }
+        if (!given.insert(constant).second)
+            throw UsageError(fmt::format("constant {} is given twice: give each constant once", constant));
+    }
+    for (const auto& c : declared)
+        if (!given.contains(c.name))
+            throw UsageError(fmt::format("constant {} of kernel {} is missing: give it with -D {}=VALUE", c.name, name,
+                                         c.name));
+    for (const auto& k : configurations)
+        if (std::all_of(k.constants().begin(), k.constants().end(), [&](const Constant& c) {
+                return std::any_of(constants.begin(), constants.end(),
+                                   [&](const auto& g) { return g.first == c.name && g.second == value_text(c); });
+            }))
+            return k;
+    std::vector<std::string> valid;
+    for (const auto& k : configurations) {
+        std::vector<std::string> parts;
+        for (const auto& c : k.constants()) parts.push_back(c.name + "=" + value_text(c));
+        valid.push_back(fmt::format("{}", fmt::join(parts, " ")));
+    }
+    throw UsageError(fmt::format("those constants are not a valid configuration of {}; valid ones:\n  {}", name,
+                                 fmt::join(valid, "\n  ")));
+}
 
 }  // namespace kjit

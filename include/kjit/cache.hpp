@@ -29,6 +29,23 @@ struct CacheEntry {
     std::int64_t hit_count = 0;
 };
 
+/// A tuned winner: the configuration that ran a kernel family fastest on one problem shape.
+struct TunedConfig {
+    std::string kernel;  ///< family name, e.g. "conv2d_bn_silu"
+    std::string shape;   ///< canonical problem description
+    std::string device;  ///< device name
+    std::string arch;    ///< "sm_90"
+    std::string config;  ///< the winning configuration, as the tuner wrote it
+    double microseconds = 0;
+};
+
+/// What an import did.
+struct ImportReport {
+    std::size_t imported = 0;  ///< written into this cache
+    std::size_t kept = 0;      ///< already here and valid: left as they were
+    std::size_t rejected = 0;  ///< failed their checksums in the file: not imported
+};
+
 /// The kernel cache. Thread-safe. Never throws for a database it cannot use: it then keeps
 /// entries in memory for the life of the object and logs one warning saying why.
 class Cache {
@@ -50,6 +67,28 @@ public:
     [[nodiscard]] std::optional<CacheEntry> find(const CacheKey& key);
     /// Writes the entry in one transaction (replacing any row with the same key).
     void store(const CacheEntry& entry);
+
+    // ---- management (kjit cache …); these need a usable database and throw Error otherwise ----
+
+    /// Every entry, blobs included (the caller may drop them).
+    [[nodiscard]] std::vector<CacheEntry> entries();
+    /// SQLite's integrity check and every entry's checksums; one line per fault, empty if sound.
+    [[nodiscard]] std::vector<std::string> verify();
+    /// Removes every entry (tuned winners stay); returns how many.
+    std::size_t clear();
+    /// Removes least recently used entries until the blobs total at most `max_bytes`, then
+    /// compacts the file; returns how many were removed.
+    std::size_t prune(std::uint64_t max_bytes);
+    /// Writes the entries (of one arch, if given) and the tuned winners into a new database file.
+    std::size_t export_to(const std::filesystem::path& file, const std::string& arch = {});
+    /// Adds the entries of another kjit cache file. Entries failing their checksums are
+    /// rejected; a valid entry here is never replaced.
+    ImportReport import_from(const std::filesystem::path& file);
+
+    void store_tuned(const TunedConfig& winner);
+    [[nodiscard]] std::optional<TunedConfig> find_tuned(const std::string& kernel, const std::string& shape,
+                                                        const std::string& device, const std::string& arch);
+    [[nodiscard]] std::vector<TunedConfig> tuned();
 
     /// Checkpoints and closes the database; later calls work from memory, without a warning.
     /// The process-wide runtime's cache is closed this way at exit, so the file is complete.

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include <kjit/cache.hpp>
 #include <kjit/runtime.hpp>
 #include <kjit/runtime_op.hpp>
 
@@ -217,6 +218,25 @@ struct DeviceTraits {
 /// Throws UsageError for attributes neither kernel supports.
 [[nodiscard]] std::unique_ptr<RuntimeOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                                  const DeviceTraits& device);
+
+/// A canonical text for a layer ("b32_c256x56x56_o64_k1x1_s1x1_p0x0_g1"): the key of tuned winners.
+[[nodiscard]] std::string conv2d_problem_key(const Conv2dAttrs& attrs, const Conv2dShape& shape);
+
+/// The op for a layer from a configuration written as the tuner writes it:
+/// "BLOCK_M=64 BLOCK_N=64 BLOCK_K=32 GROUP_M=8 SPLIT_K=2" (GEMM kernels; SPLIT_K optional) or
+/// "BLOCK_OC=32 BLOCK_OW=64" (the direct kernel). Throws UsageError for unknown or missing keys
+/// and invalid values.
+[[nodiscard]] std::unique_ptr<RuntimeOp> make_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                             const std::string& config, const DeviceTraits& device);
+/// The configuration text of an op made by dispatch or make_conv2d_bn_silu.
+[[nodiscard]] std::string conv2d_bn_silu_config(const RuntimeOp& op);
+/// Every configuration worth trying for a layer on a device (what `kjit tune` times).
+[[nodiscard]] std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                                 const DeviceTraits& device);
+/// dispatch_conv2d_bn_silu, preferring a winner `kjit tune` stored in `cache` for this layer,
+/// device name and arch.
+[[nodiscard]] std::unique_ptr<RuntimeOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                                 const Device& device, Cache& cache);
 
 /// float64 reference: y[b][oc][oh][ow] = silu(scale·conv(x, w) + shift), NCHW, weights
 /// [C_OUT][C_IN/groups][KH][KW].

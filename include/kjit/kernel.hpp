@@ -83,6 +83,9 @@ struct Constant {
     std::variant<std::int64_t, bool, Scalar> value;
 };
 
+/// A constant's value as the readable id writes it: "64", "true", "f32".
+[[nodiscard]] std::string value_text(const Constant& c);
+
 /// 128-bit content hash identifying one compiled binary (XXH3-128).
 struct CacheKey {
     std::uint64_t high = 0;

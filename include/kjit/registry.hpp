@@ -1,6 +1,8 @@
 // kjit/registry.hpp — the kernels that ship with kjit and their valid configurations.
 #pragma once
 #include <functional>
+#include <string>
+#include <utility>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -18,5 +20,11 @@ struct KernelFamily {
 };
 
 [[nodiscard]] std::span<const KernelFamily> shipped_kernels();
+
+/// The shipped kernel `name` whose constants are exactly `constants` (NAME → value as text:
+/// "128", "true", "f32"), among its valid configurations. Throws UsageError naming the unknown
+/// kernel, the unknown, missing or repeated constant, or the valid values.
+[[nodiscard]] Kernel find_shipped_kernel(std::string_view name,
+                                         std::span<const std::pair<std::string, std::string>> constants);
 
 }  // namespace kjit

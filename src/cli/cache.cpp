@@ -1,0 +1,150 @@
+// kjit cache: stats, ls, verify, clear, prune, export, import.
+#include <charconv>
+#include <ctime>
+#include <map>
+
+#include "cli.hpp"
+
+namespace kjit::cli {
+namespace {
+
+struct CacheOptions {
+    Common common;
+    std::string max_size;
+    std::string file;
+    std::string arch;
+};
+
+std::uint64_t blob_bytes(const CacheEntry& e) {
+    return e.compiled.ptx.size() + e.compiled.cubin.size() + e.compiled.log.size();
+}
+
+/// "500M", "2G", "64k", "1000" → bytes.
+std::uint64_t parse_size(const std::string& text) {
+    std::uint64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    const std::string unit(end, text.data() + text.size());
+    const std::map<std::string, std::uint64_t> units{{"", 1},           {"B", 1},           {"k", 1ULL << 10},
+                                                     {"K", 1ULL << 10}, {"M", 1ULL << 20}, {"G", 1ULL << 30}};
+    const auto scale = units.find(unit);
+    if (ec != std::errc{} || end == text.data() || scale == units.end())
+        throw UsageError(fmt::format("--max-size {}: give a size like 500M, 2G, 64K or a byte count", text));
+    return value * scale->second;
+}
+
+std::string when(std::int64_t unix_seconds) {
+    char buffer[32];
+    const std::time_t t = unix_seconds;
+    std::strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M", std::gmtime(&t));
+    return buffer;
+}
+
+int stats(const CacheOptions& o) {
+    auto& cache = runtime(o.common).cache();
+    const auto entries = cache.entries();
+    struct Totals {
+        std::size_t entries = 0;
+        std::uint64_t bytes = 0, hits = 0;
+    };
+    Totals all;
+    std::map<std::string, Totals> by_arch, by_kernel;
+    for (const auto& e : entries)
+        for (Totals* t : {&all, &by_arch[e.arch], &by_kernel[e.kernel_name]}) {
+            ++t->entries;
+            t->bytes += blob_bytes(e);
+            t->hits += static_cast<std::uint64_t>(e.hit_count);
+        }
+    if (o.common.json) {
+        auto group = [](const std::map<std::string, Totals>& m) {
+            nlohmann::json j = nlohmann::json::object();
+            for (const auto& [k, t] : m) j[k] = {{"entries", t.entries}, {"bytes", t.bytes}, {"hits", t.hits}};
+            return j;
+        };
+        const nlohmann::json j{{"path", cache.path().string()}, {"entries", all.entries}, {"bytes", all.bytes},
+                               {"hits", all.hits}, {"by_arch", group(by_arch)}, {"by_kernel", group(by_kernel)},
+                               {"tuned", cache.tuned().size()}};
+        fmt::print("{}\n", j.dump(2));
+        return ok;
+    }
+    fmt::print("{}: {} entries, {:.1f} MB, {} hits, {} tuned winners\n", cache.path().string(), all.entries,
+               all.bytes / 1e6, all.hits, cache.tuned().size());
+    for (const auto* group : {&by_arch, &by_kernel})
+        for (const auto& [name, t] : *group)
+            fmt::print("  {:<36} {:>6} entries {:>9.1f} MB {:>8} hits\n", name, t.entries, t.bytes / 1e6, t.hits);
+    return ok;
+}
+
+int ls(const CacheOptions& o) {
+    const auto entries = runtime(o.common).cache().entries();
+    if (o.common.json) {
+        nlohmann::json j = nlohmann::json::array();
+        for (const auto& e : entries)
+            j.push_back({{"key", e.key.hex()}, {"id", e.readable_id}, {"arch", e.arch}, {"bytes", blob_bytes(e)},
+                         {"compile_ms", e.compiled.compile_ms}, {"last_used", e.last_used_at}, {"hits", e.hit_count}});
+        fmt::print("{}\n", j.dump(2));
+        return ok;
+    }
+    fmt::print("{:<52} {:<7} {:>10} {:>11} {:<16}\n", "kernel id", "arch", "bytes", "compile ms", "last used (UTC)");
+    for (const auto& e : entries)
+        fmt::print("{:<52} {:<7} {:>10} {:>11.1f} {:<16}\n", e.readable_id, e.arch, blob_bytes(e),
+                   e.compiled.compile_ms, when(e.last_used_at));
+    return ok;
+}
+
+int verify(const CacheOptions& o) {
+    auto& cache = runtime(o.common).cache();
+    const auto faults = cache.verify();
+    for (const auto& f : faults) fmt::print("fault: {}\n", f);
+    fmt::print("{}: {}\n", cache.path().string(),
+               faults.empty() ? std::string("sound (integrity check ok, every checksum matches)")
+                              : fmt::format("{} fault(s); `kjit cache clear` or `prune` removes bad entries, and the "
+                                            "next use recompiles them",
+                                            faults.size()));
+    return faults.empty() ? ok : failure;
+}
+
+}  // namespace
+
+void add_cache(CLI::App& app, int& exit_code) {
+    auto* cache = app.add_subcommand("cache", "Inspect and maintain the kernel cache");
+    cache->require_subcommand(1);
+    static CacheOptions o;
+    auto sub = [&](const char* name, const char* help, bool json, auto action) {
+        auto* s = cache->add_subcommand(name, help);
+        add_common_options(*s, o.common, json);
+        s->callback([&exit_code, action] { exit_code = action(o); });
+        return s;
+    };
+    sub("stats", "Entries, bytes and hits, per arch and kernel", true, stats);
+    sub("ls", "Every entry: readable id, arch, size, compile time, last use", true, ls);
+    sub("verify", "SQLite integrity check and every checksum; exit 1 on any fault", false, verify);
+    sub("clear", "Remove every compiled entry", false, [](const CacheOptions& opts) {
+        fmt::print("removed {} entries\n", runtime(opts.common).cache().clear());
+        return static_cast<int>(ok);
+    });
+    sub("prune", "Remove least recently used entries down to a size", false, [](const CacheOptions& opts) {
+        const std::size_t removed = runtime(opts.common).cache().prune(parse_size(opts.max_size));
+        fmt::print("removed {} entries\n", removed);
+        return static_cast<int>(ok);
+    })->add_option("--max-size", o.max_size, "Size to prune down to, e.g. 500M")->required();
+    auto* ex = sub("export", "Write the entries (of one arch) into a new cache file to ship", false,
+                   [](const CacheOptions& opts) {
+                       const std::size_t n = runtime(opts.common).cache().export_to(opts.file, opts.arch);
+                       fmt::print("exported {} entries to {}\n", n, opts.file);
+                       return static_cast<int>(ok);
+                   });
+    ex->add_option("file", o.file, "New database file")->required();
+    ex->add_option("--arch", o.arch, "Only entries for this arch, e.g. sm_90");
+    sub("import", "Add the entries of a shipped cache file (checksums verified, valid entries kept)", false,
+        [](const CacheOptions& opts) {
+            const ImportReport r = runtime(opts.common).cache().import_from(opts.file);
+            fmt::print("imported {}, kept {} already here, rejected {} that failed their checksums\n", r.imported,
+                       r.kept, r.rejected);
+            return static_cast<int>(r.rejected ? failure : ok);
+        })
+        ->add_option("file", o.file, "Cache file written by kjit cache export")
+        ->required()
+        ->check(CLI::ExistingFile);
+}
+
+}  // namespace kjit::cli

@@ -1,0 +1,58 @@
+// kjit — warm, inspect, run, tune and maintain the kernel cache.
+#include <cstdio>
+
+#include "cli.hpp"
+
+namespace kjit::cli {
+
+void add_common_options(CLI::App& sub, Common& common, bool json) {
+    sub.add_option("--cache-dir", common.cache_dir, "Cache directory (default: $KJIT_CACHE_DIR, the repository's "
+                                                    "cache/, $XDG_CACHE_HOME/kjit or ~/.cache/kjit)");
+    sub.add_flag("-v,--verbose", common.verbose, "Log cache hits, misses and compile times");
+    if (json) sub.add_flag("--json", common.json, "Print JSON instead of a table");
+    sub.parse_complete_callback([&common] {
+        if (common.verbose) set_log_level(LogLevel::debug);
+    });
+}
+
+std::filesystem::path cache_directory(const Common& common) {
+    return common.cache_dir.empty() ? Cache::default_directory() : std::filesystem::path(common.cache_dir);
+}
+
+Runtime& runtime(const Common& common) {
+    static Runtime r(cache_directory(common));
+    return r;
+}
+
+Arch local_arch_or_explain(std::string_view what) {
+    if (device_count() > 0) return Device::get(0).arch();
+    throw UsageError(fmt::format("there is no GPU here to take the arch from ({}): pass --arch, e.g. --arch sm_90, to "
+                                 "say what to {} for",
+                                 device_unavailable_reason(), what));
+}
+
+}  // namespace kjit::cli
+
+int main(int argc, char** argv) {
+    using namespace kjit::cli;
+    CLI::App app{"kjit: a runtime JIT kernel compiler service for CUDA: warm, inspect, run, tune and maintain the "
+                 "kernel cache"};
+    app.require_subcommand(1);
+    int exit_code = ok;
+    add_warm(app, exit_code);
+    add_ptx(app, exit_code);
+    add_run_and_tune(app, exit_code);
+    add_cache(app, exit_code);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int rc = app.exit(e);
+        return rc == 0 ? ok : usage;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "kjit: %s\n", e.what());
+        // Bad arguments and a missing GPU are the user's to fix (2); anything else failed (1).
+        const bool usage_error = dynamic_cast<const kjit::UsageError*>(&e) || dynamic_cast<const kjit::NoDeviceError*>(&e);
+        return usage_error ? usage : failure;
+    }
+    return exit_code;
+}

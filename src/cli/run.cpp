@@ -1,0 +1,260 @@
+// kjit run / kjit tune conv2d_bn_silu: one layer on the GPU — checked against the float64
+// reference and timed (run), or every configuration timed and the winner stored (tune).
+#include <algorithm>
+#include <fstream>
+#include <random>
+
+#include "cli.hpp"
+
+namespace kjit::cli {
+namespace {
+
+struct Layer {
+    Conv2dAttrs attrs;
+    Conv2dShape shape;
+};
+
+struct RunOptions {
+    Common common;
+    std::string op;
+    int batch = 1, cin = 0, cout = 0, stride = 1, pad = 0, groups = 1, iters = 100;
+    std::vector<int> hw, kernel_size{1, 1};
+    std::vector<std::string> config;
+    std::string shapes_file;
+};
+
+Layer layer_of(const RunOptions& o) {
+    if (o.cin <= 0 || o.cout <= 0 || o.batch <= 0 || o.hw.size() != 2 || o.hw[0] <= 0 || o.hw[1] <= 0)
+        throw UsageError("give the layer: --batch B --cin K --cout N --hw H W, all positive");
+    Layer l{{.kernel_h = o.kernel_size[0], .kernel_w = o.kernel_size[1], .stride_h = o.stride, .stride_w = o.stride,
+             .pad_h = o.pad, .pad_w = o.pad, .groups = o.groups},
+            {o.batch, o.cin, o.hw[0], o.hw[1], o.cout}};
+    (void)conv2d_output_size(l.attrs, l.shape);  // validates, saying what is wrong
+    return l;
+}
+
+/// Layers from a JSON file: [{"batch": 1, "cin": 64, "cout": 64, "hw": [56, 56], "kernel_size": [3, 3],
+/// "stride": 1, "pad": 1, "groups": 1}, …]; kernel_size, stride, pad and groups are optional.
+std::vector<Layer> layers_from(const std::string& file) {
+    std::ifstream in(file);
+    if (!in) throw UsageError(fmt::format("--shapes {}: cannot read the file", file));
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(in);
+        std::vector<Layer> layers;
+        for (const auto& s : j.at("layers")) {
+            RunOptions o;
+            o.batch = s.at("batch").get<int>();
+            o.cin = s.at("cin").get<int>();
+            o.cout = s.at("cout").get<int>();
+            o.hw = s.at("hw").get<std::vector<int>>();
+            o.kernel_size = s.value("kernel_size", std::vector<int>{1, 1});
+            o.stride = s.value("stride", 1);
+            o.pad = s.value("pad", 0);
+            o.groups = s.value("groups", 1);
+            if (o.kernel_size.size() != 2) throw UsageError("kernel_size takes two numbers");
+            layers.push_back(layer_of(o));
+        }
+        return layers;
+    } catch (const nlohmann::json::exception& e) {
+        throw UsageError(fmt::format("--shapes {}: {} (expected {{\"layers\": [{{\"batch\": 1, \"cin\": 64, \"cout\": "
+                                     "64, \"hw\": [56, 56], …}}]}})",
+                                     file, e.what()));
+    }
+}
+
+/// Device buffers of one layer, filled with fresh random values.
+struct Tensors {
+    std::vector<float> x, w, scale, shift;
+    DeviceBuffer dx, dw, dscale, dshift, dy;
+    Shape x_shape, y_shape;
+    int row;
+};
+
+Tensors make_tensors(const Device& device, const Layer& l) {
+    const auto& s = l.shape;
+    const auto [oh, ow] = conv2d_output_size(l.attrs, s);
+    std::mt19937_64 rng{std::random_device{}()};
+    std::uniform_real_distribution<float> unit(-1, 1);
+    auto random = [&](std::size_t n, float scale) {
+        std::vector<float> v(n);
+        for (auto& e : v) e = unit(rng) * scale;
+        return v;
+    };
+    const int fan_in = s.c_in / l.attrs.groups * l.attrs.kernel_h * l.attrs.kernel_w;
+    auto x = random(1ULL * s.batch * s.c_in * s.height * s.width, 1.0f);
+    auto w = random(1ULL * s.c_out * fan_in, 1.7f / std::sqrt(float(fan_in)));
+    auto scale = random(s.c_out, 1.0f), shift = random(s.c_out, 1.0f);
+    auto upload = [&](const std::vector<float>& v) {
+        DeviceBuffer b(device, v.size() * sizeof(float));
+        b.upload(std::span<const float>(v));
+        return b;
+    };
+    const std::size_t y_elems = 1ULL * s.batch * s.c_out * oh * ow;
+    Tensors t{x, w, scale, shift, upload(x), upload(w), upload(scale), upload(shift),
+              DeviceBuffer(device, y_elems * sizeof(float)),
+              {std::size_t(s.batch), std::size_t(s.c_in), std::size_t(s.height), std::size_t(s.width)},
+              {std::size_t(s.batch), std::size_t(s.c_out), std::size_t(oh), std::size_t(ow)}, oh * ow};
+    return t;
+}
+
+/// Median µs of one forward over `iters` CUDA-graph replays.
+double time_forward(const RuntimeOp& op, Runtime& rt, const Stream& stream, Tensors& t, int iters) {
+    const Tensor inputs[] = {{t.dx.as<float>(), t.x_shape}};
+    void* const params[] = {t.dw.as<float>(), t.dscale.as<float>(), t.dshift.as<float>()};
+    auto once = [&] { op.forward(rt, stream, inputs, params, t.dy.as<float>(), t.y_shape, t.row); };
+    once();  // compile or load
+    const Graph graph = Graph::capture(stream, once);
+    graph.launch(stream);
+    std::vector<Event> marks;
+    for (int i = 0; i <= iters; ++i) marks.emplace_back(stream.device());
+    marks[0].record(stream);
+    std::vector<double> us;
+    for (int i = 1; i <= iters; ++i) {
+        graph.launch(stream);
+        marks[i].record(stream);
+    }
+    stream.synchronize();
+    for (int i = 1; i <= iters; ++i) us.push_back(1000.0 * Event::elapsed_ms(marks[i - 1], marks[i]));
+    std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+    return us[us.size() / 2];
+}
+
+/// ‖y − ref‖ / ‖ref‖ of the last forward.
+double relative_error(const Layer& l, Tensors& t) {
+    std::vector<float> y(t.dy.size_bytes() / sizeof(float));
+    t.dy.download(std::span<float>(y));
+    const auto ref = conv2d_bn_silu_reference(t.x, t.w, t.scale, t.shift, l.attrs, l.shape);
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+        const double d = y[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    return std::isfinite(num) ? std::sqrt(num / den) : INFINITY;
+}
+
+Device gpu_or_explain(const char* command) {
+    if (const auto reason = device_unavailable_reason(); !reason.empty())
+        throw NoDeviceError(fmt::format("kjit {} needs a GPU: {}", command, reason));
+    return Device::get(0);
+}
+
+void check_op_name(const RunOptions& o) {
+    if (o.op != "conv2d_bn_silu")
+        throw UsageError(fmt::format("unknown op '{}': kjit run and tune take conv2d_bn_silu", o.op));
+}
+
+int run(const RunOptions& o) {
+    check_op_name(o);
+    const Layer l = layer_of(o);
+    const Device device = gpu_or_explain("run");
+    Runtime& rt = runtime(o.common);
+    std::string config;
+    for (const auto& c : o.config) config += (config.empty() ? "" : " ") + c;
+    const auto op = config.empty() ? dispatch_conv2d_bn_silu(l.attrs, l.shape, device, rt.cache())
+                                   : make_conv2d_bn_silu(l.attrs, l.shape, config, DeviceTraits::of(device));
+    Stream stream(device);
+    Tensors t = make_tensors(device, l);
+    const double us = time_forward(*op, rt, stream, t, std::max(1, o.iters));
+    const double error = relative_error(l, t);
+    const auto& s = l.shape;
+    const double flops = 2.0 * t.y_shape[0] * t.y_shape[1] * t.row * (s.c_in / l.attrs.groups) * l.attrs.kernel_h *
+                         l.attrs.kernel_w;
+    const double bytes = 4.0 * (t.x.size() + t.w.size() + 2.0 * s.c_out + 1.0 * t.y_shape[0] * t.y_shape[1] * t.row);
+    const bool tf32 = op->kernel_for_launch(0).name() != "conv2d_bn_silu_direct_forward";
+    const double tolerance = tf32 ? 2e-3 : 1e-5;
+    if (o.common.json) {
+        const nlohmann::json j{{"kernel", op->kernel_for_launch(0).id()}, {"config", conv2d_bn_silu_config(*op)},
+                               {"device", device.name()}, {"relative_error", error}, {"tolerance", tolerance},
+                               {"median_us", us}, {"tflops", flops / us / 1e6}, {"gbps", bytes / us / 1e3}};
+        fmt::print("{}\n", j.dump(2));
+    } else {
+        fmt::print("{} [{}] on {}\n  error ‖y−ref‖/‖ref‖ = {:.2e} (tolerance {:.0e})\n  median {:.1f} µs over {} "
+                   "graph replays, {:.1f} TFLOP/s, {:.0f} GB/s\n",
+                   op->kernel_for_launch(0).id(), conv2d_bn_silu_config(*op), device.name(), error, tolerance, us,
+                   o.iters, flops / us / 1e6, bytes / us / 1e3);
+    }
+    return error <= tolerance ? ok : failure;
+}
+
+int tune(const RunOptions& o) {
+    check_op_name(o);
+    const std::vector<Layer> layers = o.shapes_file.empty() ? std::vector<Layer>{layer_of(o)} : layers_from(o.shapes_file);
+    const Device device = gpu_or_explain("tune");
+    const DeviceTraits traits = DeviceTraits::of(device);
+    Runtime& rt = runtime(o.common);
+    Stream stream(device);
+    nlohmann::json report = nlohmann::json::array();
+    int status = ok;
+    for (const Layer& l : layers) {
+        Tensors t = make_tensors(device, l);
+        std::vector<std::pair<double, std::string>> timed;
+        for (const auto& config : conv2d_bn_silu_candidates(l.attrs, l.shape, traits)) {
+            const auto op = make_conv2d_bn_silu(l.attrs, l.shape, config, traits);
+            timed.emplace_back(time_forward(*op, rt, stream, t, std::max(1, o.iters)), config);
+        }
+        std::sort(timed.begin(), timed.end());
+        // The winner must also be right before it is stored.
+        const auto winner = make_conv2d_bn_silu(l.attrs, l.shape, timed.front().second, traits);
+        (void)time_forward(*winner, rt, stream, t, 1);
+        const double error = relative_error(l, t);
+        const std::string key = conv2d_problem_key(l.attrs, l.shape);
+        const bool right = error <= 2e-3;
+        if (right)
+            rt.cache().store_tuned({"conv2d_bn_silu", key, device.name(), device.arch().name(), timed.front().second,
+                                    timed.front().first});
+        else
+            status = failure;
+        if (o.common.json) {
+            nlohmann::json tried = nlohmann::json::array();
+            for (const auto& [us, config] : timed) tried.push_back({{"config", config}, {"median_us", us}});
+            report.push_back({{"layer", key}, {"winner", timed.front().second}, {"relative_error", error},
+                              {"stored", right}, {"tried", tried}});
+            continue;
+        }
+        fmt::print("{} on {} ({}): {} configurations\n", key, device.name(), device.arch().name(), timed.size());
+        for (const auto& [us, config] : timed)
+            fmt::print("  {:>9.1f} µs  {:>5.2f}x  {}\n", us, us / timed.front().first, config);
+        fmt::print("  winner {} (error {:.2e}){}\n", timed.front().second, error,
+                   right ? ", stored: dispatch uses it from now on" : " FAILED the accuracy check: not stored");
+    }
+    if (o.common.json) fmt::print("{}\n", report.dump(2));
+    return status;
+}
+
+void add_layer_options(CLI::App& sub, RunOptions& o) {
+    sub.add_option("op", o.op, "The op: conv2d_bn_silu")->required();
+    sub.add_option("--batch", o.batch, "Batch size")->check(CLI::PositiveNumber);
+    sub.add_option("--cin", o.cin, "Input channels")->check(CLI::PositiveNumber);
+    sub.add_option("--cout", o.cout, "Output channels")->check(CLI::PositiveNumber);
+    sub.add_option("--hw", o.hw, "Input height and width")->expected(2)->check(CLI::PositiveNumber);
+    sub.add_option("--kernel-size", o.kernel_size, "Kernel height and width (default 1 1)")
+        ->expected(2)
+        ->check(CLI::PositiveNumber);
+    sub.add_option("--stride", o.stride, "Stride (default 1)")->check(CLI::PositiveNumber);
+    sub.add_option("--pad", o.pad, "Padding (default 0)")->check(CLI::NonNegativeNumber);
+    sub.add_option("--groups", o.groups, "Groups (default 1)")->check(CLI::PositiveNumber);
+    sub.add_option("--iters", o.iters, "Timed graph replays (default 100)")->check(CLI::PositiveNumber);
+}
+
+}  // namespace
+
+void add_run_and_tune(CLI::App& app, int& exit_code) {
+    static RunOptions run_options, tune_options;
+    auto* r = app.add_subcommand("run", "Run one layer on the GPU: error against the float64 reference, median µs, "
+                                        "TFLOP/s, GB/s");
+    add_common_options(*r, run_options.common, true);
+    add_layer_options(*r, run_options);
+    r->add_option("--config", run_options.config, "Configuration KEY=VALUE (repeatable; default: dispatch)");
+    r->callback([&exit_code] { exit_code = run(run_options); });
+
+    auto* t = app.add_subcommand("tune", "Time every valid configuration of a layer on the GPU and store the winner");
+    add_common_options(*t, tune_options.common, true);
+    add_layer_options(*t, tune_options);
+    t->add_option("--shapes", tune_options.shapes_file, "JSON file of layers to tune instead of one")
+        ->check(CLI::ExistingFile);
+    t->callback([&exit_code] { exit_code = tune(tune_options); });
+}
+
+}  // namespace kjit::cli

@@ -1,0 +1,111 @@
+// kjit warm: every shipped kernel × every valid configuration × each arch into the cache.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "cli.hpp"
+
+namespace kjit::cli {
+namespace {
+
+struct WarmOptions {
+    Common common;
+    std::vector<std::string> archs;
+    std::vector<std::string> kernels;
+    unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
+};
+
+int warm(const WarmOptions& o) {
+    std::vector<Arch> archs;
+    for (const auto& a : o.archs) archs.push_back(Arch::parse(a));
+    if (archs.empty()) archs.push_back(local_arch_or_explain("compile"));
+
+    std::vector<Kernel> kernels;
+    for (const auto& family : shipped_kernels()) {
+        if (!o.kernels.empty() && std::find(o.kernels.begin(), o.kernels.end(), family.name) == o.kernels.end()) continue;
+        for (auto& k : family.configurations()) kernels.push_back(std::move(k));
+    }
+    for (const auto& name : o.kernels)
+        if (std::none_of(shipped_kernels().begin(), shipped_kernels().end(),
+                         [&](const KernelFamily& f) { return f.name == name; }))
+            (void)find_shipped_kernel(name, {});  // throws: unknown kernel, listing the shipped ones
+    struct Job {
+        const Kernel* kernel;
+        Arch arch;
+    };
+    std::vector<Job> jobs;
+    for (const auto& arch : archs)
+        for (const auto& k : kernels) jobs.push_back({&k, arch});
+
+    Runtime& rt = runtime(o.common);
+    const bool tty = isatty(STDOUT_FILENO) && !o.common.json;
+    std::atomic<std::size_t> next{0}, done{0}, compiled{0}, cached{0};
+    std::mutex out;
+    std::vector<std::string> failed;
+    const auto started = std::chrono::steady_clock::now();
+    auto report = [&](const Job& job, const std::string& what) {
+        std::lock_guard lock(out);
+        const std::size_t n = ++done;
+        if (o.common.json) return;
+        if (tty) {
+            constexpr int width = 40;
+            const int filled = static_cast<int>(width * n / jobs.size());
+            fmt::print("\r[{:=<{}}{:<{}}] {}/{} {:<60.60}", "", filled, "", width - filled, n, jobs.size(),
+                       job.kernel->id());
+            std::fflush(stdout);
+        } else {
+            fmt::print("{} {} {}\n", job.kernel->id(), job.arch.name(), what);
+        }
+    };
+    std::vector<std::thread> workers(std::max(1u, std::min<unsigned>(o.jobs, jobs.size())));
+    for (auto& worker : workers)
+        worker = std::thread([&] {
+            for (std::size_t i; (i = next++) < jobs.size();) {
+                const Job& job = jobs[i];
+                try {
+                    const auto r = rt.compile(*job.kernel, CompileOptions{.arch = job.arch});
+                    if (r.origin == Origin::compiled) ++compiled;
+                    else ++cached;
+                    report(job, r.origin == Origin::compiled ? fmt::format("compiled in {:.0f} ms", r.entry->compiled.compile_ms)
+                                                             : "cached");
+                } catch (const Error& e) {
+                    {
+                        std::lock_guard lock(out);
+                        failed.push_back(fmt::format("{} ({}): {}", job.kernel->id(), job.arch.name(), e.what()));
+                    }
+                    report(job, "FAILED");
+                }
+            }
+        });
+    for (auto& w : workers) w.join();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (tty) fmt::print("\n");
+    if (o.common.json) {
+        nlohmann::json j{{"compiled", compiled.load()}, {"cached", cached.load()}, {"failed", failed},
+                         {"seconds", seconds}, {"jobs", workers.size()}, {"cache", rt.cache().path().string()}};
+        fmt::print("{}\n", j.dump(2));
+    } else {
+        for (const auto& f : failed) fmt::print(stderr, "kjit: failed: {}\n", f);
+        fmt::print("{} compiled, {} already cached, {} failed in {:.1f} s ({} jobs) into {}\n", compiled.load(),
+                   cached.load(), failed.size(), seconds, workers.size(), rt.cache().path().string());
+    }
+    return failed.empty() ? ok : failure;
+}
+
+}  // namespace
+
+void add_warm(CLI::App& app, int& exit_code) {
+    auto* sub = app.add_subcommand("warm", "Compile every shipped kernel and valid configuration into the cache "
+                                           "(needs no GPU)");
+    static WarmOptions o;
+    add_common_options(*sub, o.common, true);
+    sub->add_option("--arch", o.archs, "Target arch, e.g. sm_90 (repeatable; default: the local GPU's)");
+    sub->add_option("--kernel", o.kernels, "Only this kernel family (repeatable)");
+    sub->add_option("-j,--jobs", o.jobs, "Parallel compiles (default: the core count)")->check(CLI::PositiveNumber);
+    sub->callback([&exit_code] { exit_code = warm(o); });
+}
+
+}  // namespace kjit::cli

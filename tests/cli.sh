@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Tests of the kjit binary. Usage: cli.sh CASE KJIT HELPER. Each case fails with a message.
+set -uo pipefail
+case_name=$1 kjit=$2 helper=$3
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL ($case_name): $*" >&2; exit 1; }
+expect() {  # expect RC COMMAND...: runs it, keeps output in $out, checks the exit code
+  local want=$1; shift
+  out=$("$@" 2>&1); local rc=$?
+  [[ $rc == "$want" ]] || fail "exit $rc, not $want: $* -> $out"
+}
+contains() { grep -qF -- "$1" <<<"$out" || fail "output lacks '$1': $out"; }
+
+case $case_name in
+warm)  # no GPU needed: sm_90 from the command line; a second run is all hits
+  expect 0 "$kjit" warm --arch sm_90 --kernel conv2d_bn_silu_gemm_forward --cache-dir "$dir" -j 2
+  contains "24 compiled, 0 already cached, 0 failed"
+  expect 0 "$kjit" warm --arch sm_90 --kernel conv2d_bn_silu_gemm_forward --cache-dir "$dir" --json
+  contains '"compiled": 0'
+  contains '"cached": 24'
+  ;;
+ptx)  # the entry symbol and TF32 tensor-core MMAs; the source; the resource report
+  args=(conv2d_bn_silu_gemm_forward -D BLOCK_M=128 -D BLOCK_N=128 -D BLOCK_K=32 -D GROUP_M=8 --arch sm_90 --cache-dir "$dir")
+  expect 0 "$kjit" ptx "${args[@]}"
+  contains ".entry conv2d_bn_silu_gemm_forward_entry_point"
+  contains "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+  expect 0 "$kjit" ptx "${args[@]}" --source
+  contains 'extern "C" __global__ void __launch_bounds__(256) conv2d_bn_silu_gemm_forward_entry_point'
+  expect 0 "$kjit" ptx "${args[@]}" --resources --json
+  contains '"registers":'
+  ;;
+export-import)  # a warmed cache ships: export, import into an empty database, verify
+  expect 0 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir/a"
+  expect 0 "$kjit" cache export "$dir/shipped.sqlite3" --arch sm_90 --cache-dir "$dir/a"
+  contains "exported 4 entries"
+  expect 0 "$kjit" cache import "$dir/shipped.sqlite3" --cache-dir "$dir/b"
+  contains "imported 4, kept 0"
+  expect 0 "$kjit" cache verify --cache-dir "$dir/b"
+  contains "sound"
+  expect 0 "$kjit" cache import "$dir/shipped.sqlite3" --cache-dir "$dir/b"
+  contains "imported 0, kept 4"
+  expect 0 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir/b"
+  contains "0 compiled, 4 already cached"
+  ;;
+verify)  # a byte flipped inside a stored blob is found and named; import rejects it
+  expect 0 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir"
+  expect 0 "$kjit" cache export "$dir/shipped.sqlite3" --cache-dir "$dir"
+  "$helper" flip "$dir/kjit.sqlite3" || fail "could not flip a byte"
+  expect 1 "$kjit" cache verify --cache-dir "$dir"
+  contains "cubin checksum mismatch"
+  "$helper" flip "$dir/shipped.sqlite3" || fail "could not flip a byte"
+  expect 1 "$kjit" cache import "$dir/shipped.sqlite3" --cache-dir "$dir/fresh"
+  contains "rejected 1"
+  ;;
+prune)  # least recently used first, down to the size asked for
+  expect 0 "$kjit" warm --arch sm_90 --kernel conv2d_bn_silu_direct_forward --cache-dir "$dir"
+  expect 0 "$kjit" cache prune --max-size 200K --cache-dir "$dir"
+  expect 0 "$kjit" cache stats --cache-dir "$dir" --json
+  bytes=$(sed -n 's/^  "bytes": \([0-9]*\),$/\1/p' <<<"$out")
+  [[ -n $bytes && $bytes -le 204800 ]] || fail "after prune the blobs total $bytes bytes: $out"
+  expect 0 "$kjit" cache verify --cache-dir "$dir"
+  ;;
+usage)  # usage errors exit 2 and say what to do
+  expect 2 "$kjit" warm --cache-dir "$dir" --arch sm_12
+  contains "unsupported arch 'sm_12'"
+  expect 2 "$kjit" ptx no_such_kernel --arch sm_90 --cache-dir "$dir"
+  contains "unknown kernel 'no_such_kernel'"
+  expect 2 "$kjit" ptx conv2d_bn_silu_gemm_forward -D BLOCK_M=64 --arch sm_90 --cache-dir "$dir"
+  contains "is missing"
+  expect 2 "$kjit" ptx conv2d_bn_silu_gemm_forward -D BLOCK_Q=1 --arch sm_90 --cache-dir "$dir"
+  contains "has no constant 'BLOCK_Q'"
+  expect 2 "$kjit" cache prune --max-size lots --cache-dir "$dir"
+  contains "give a size like"
+  expect 2 "$kjit" cache import /etc/hostname --cache-dir "$dir"
+  contains "is not a kjit cache"
+  expect 2 "$kjit" cache import "$dir/missing-file" --cache-dir "$dir"
+  expect 2 "$kjit" run conv2d_bn_silu --batch -3 --cin 8 --cout 8 --hw 4 4
+  expect 2 "$kjit" run conv2d_bn_silu --batch 1 --cin x --cout 8 --hw 4 4
+  expect 2 "$kjit" frobnicate
+  ;;
+no-gpu)  # run and tune need a GPU; without one they say so and exit 2
+  if [[ -e /dev/nvidia0 ]]; then echo "a GPU is present: the no-GPU path is not reachable here"; exit 0; fi
+  expect 2 "$kjit" run conv2d_bn_silu --batch 1 --cin 64 --cout 64 --hw 56 56 --cache-dir "$dir"
+  contains "kjit run needs a GPU"
+  expect 2 "$kjit" tune conv2d_bn_silu --batch 1 --cin 64 --cout 64 --hw 56 56 --cache-dir "$dir"
+  contains "kjit tune needs a GPU"
+  expect 2 "$kjit" warm --cache-dir "$dir"
+  contains "pass --arch"
+  ;;
+*) fail "unknown case" ;;
+esac
+echo "ok: $case_name"
