@@ -547,9 +547,12 @@ ImportReport Cache::import_from(const fs::path& file) {
             }
             incoming.push_back(std::move(e));
         });
-        impl_->exec("DETACH DATABASE import_source");
         impl_->exec("BEGIN IMMEDIATE");
         try {
+            // Tuned winners travel too; this cache's own winners stay.
+            if (sqlite3_exec(impl_->db.get(), "SELECT 1 FROM import_source.tuned LIMIT 1", nullptr, nullptr, nullptr) ==
+                SQLITE_OK)
+                impl_->exec("INSERT OR IGNORE INTO main.tuned SELECT * FROM import_source.tuned");
             for (const auto& e : incoming) {
                 std::optional<CacheEntry> here;
                 {
@@ -571,8 +574,10 @@ ImportReport Cache::import_from(const fs::path& file) {
             impl_->exec("COMMIT");
         } catch (...) {
             sqlite3_exec(impl_->db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+            sqlite3_exec(impl_->db.get(), "DETACH DATABASE import_source", nullptr, nullptr, nullptr);
             throw;
         }
+        impl_->exec("DETACH DATABASE import_source");
         return report;
     });
 }

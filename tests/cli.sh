@@ -78,6 +78,17 @@ usage)  # usage errors exit 2 and say what to do
   expect 2 "$kjit" run conv2d_bn_silu --batch -3 --cin 8 --cout 8 --hw 4 4
   expect 2 "$kjit" run conv2d_bn_silu --batch 1 --cin x --cout 8 --hw 4 4
   expect 2 "$kjit" frobnicate
+  echo '{"layers": [{"batch": 1, "cin": 8}]}' >"$dir/bad.json"
+  expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/bad.json" --cache-dir "$dir"
+  contains "--shapes"
+  echo 'not json' >"$dir/worse.json"
+  expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/worse.json" --cache-dir "$dir"
+  contains "parse error"
+  if ! command -v cuobjdump >/dev/null && ! command -v nvdisasm >/dev/null && [[ ! -x /usr/local/cuda/bin/cuobjdump ]] &&
+     [[ ! -x /usr/local/cuda/bin/nvdisasm ]]; then
+    expect 2 "$kjit" ptx axpby -D T=f32 -D BLOCK=256 -D ITEMS=4 --arch sm_90 --sass --cache-dir "$dir"
+    contains "SASS needs cuobjdump or nvdisasm"
+  fi
   ;;
 no-gpu)  # run and tune need a GPU; without one they say so and exit 2
   if [[ -e /dev/nvidia0 ]]; then echo "a GPU is present: the no-GPU path is not reachable here"; exit 0; fi

@@ -185,3 +185,45 @@ TEST_CASE("a database from a newer schema is left untouched") {
     CHECK(log.warnings()[0].find("newer kjit (schema 99") != std::string::npos);
     CHECK(file_bytes(path) == before);
 }
+
+TEST_CASE("tuned winners: stored, found by (kernel, shape, device, arch), replaced, exported and imported") {
+    test::TempDir dir;
+    Cache cache(dir.path());
+    CHECK_FALSE(cache.find_tuned("conv2d_bn_silu", "b1", "H200", "sm_90").has_value());
+    cache.store_tuned({"conv2d_bn_silu", "b1", "H200", "sm_90", "BLOCK_M=64 BLOCK_N=16", 15.4});
+    cache.store_tuned({"conv2d_bn_silu", "b1", "H100", "sm_90", "BLOCK_M=32 BLOCK_N=16", 17.0});
+    auto found = cache.find_tuned("conv2d_bn_silu", "b1", "H200", "sm_90");
+    REQUIRE(found.has_value());
+    CHECK(found->config == "BLOCK_M=64 BLOCK_N=16");
+    CHECK(found->microseconds == 15.4);
+    cache.store_tuned({"conv2d_bn_silu", "b1", "H200", "sm_90", "BLOCK_M=128 BLOCK_N=16", 14.0});
+    CHECK(cache.find_tuned("conv2d_bn_silu", "b1", "H200", "sm_90")->config == "BLOCK_M=128 BLOCK_N=16");
+    CHECK(cache.tuned().size() == 2);
+
+    cache.store(sample_entry());
+    CHECK(cache.export_to(dir.path() / "shipped.sqlite3") == 1);
+    CHECK_THROWS_WITH_AS((void)cache.export_to(dir.path() / "shipped.sqlite3"), doctest::Contains("exists"), UsageError);
+    test::TempDir deployed;
+    Cache target(deployed.path());
+    target.store_tuned({"conv2d_bn_silu", "b1", "H200", "sm_90", "mine", 1.0});
+    const ImportReport r = target.import_from(dir.path() / "shipped.sqlite3");
+    CHECK(r.imported == 1);
+    CHECK(r.kept == 0);
+    CHECK(r.rejected == 0);
+    CHECK(target.find_tuned("conv2d_bn_silu", "b1", "H200", "sm_90")->config == "mine");  // local winner kept
+    CHECK(target.find_tuned("conv2d_bn_silu", "b1", "H100", "sm_90").has_value());        // new one imported
+    CHECK(target.verify().empty());
+}
+
+TEST_CASE("prune keeps the most recently used entries within the size; clear removes all") {
+    test::TempDir dir;
+    Cache cache(dir.path());
+    for (std::uint64_t i = 1; i <= 5; ++i) cache.store(sample_entry(i));
+    const std::uint64_t one = sample_entry().compiled.ptx.size() + sample_entry().compiled.cubin.size() +
+                              sample_entry().compiled.log.size();
+    CHECK(cache.prune(2 * one) == 3);
+    CHECK(cache.entries().size() == 2);
+    CHECK(cache.clear() == 2);
+    CHECK(cache.entries().empty());
+    CHECK(cache.verify().empty());
+}

@@ -81,8 +81,8 @@ public:
     std::size_t prune(std::uint64_t max_bytes);
     /// Writes the entries (of one arch, if given) and the tuned winners into a new database file.
     std::size_t export_to(const std::filesystem::path& file, const std::string& arch = {});
-    /// Adds the entries of another kjit cache file. Entries failing their checksums are
-    /// rejected; a valid entry here is never replaced.
+    /// Adds the entries (and tuned winners) of another kjit cache file. Entries failing their
+    /// checksums are rejected; a valid entry or a winner here is never replaced.
     ImportReport import_from(const std::filesystem::path& file);
 
     void store_tuned(const TunedConfig& winner);

@@ -57,7 +57,7 @@ int warm(const WarmOptions& o) {
                        job.kernel->id());
             std::fflush(stdout);
         } else {
-            fmt::print("{} {} {}\n", job.kernel->id(), job.arch.name(), what);
+            fmt::print("{:<50} {:<7} {}\n", job.kernel->id(), job.arch.name(), what);
         }
     };
     std::vector<std::thread> workers(std::max(1u, std::min<unsigned>(o.jobs, jobs.size())));
@@ -69,8 +69,11 @@ int warm(const WarmOptions& o) {
                     const auto r = rt.compile(*job.kernel, CompileOptions{.arch = job.arch});
                     if (r.origin == Origin::compiled) ++compiled;
                     else ++cached;
-                    report(job, r.origin == Origin::compiled ? fmt::format("compiled in {:.0f} ms", r.entry->compiled.compile_ms)
-                                                             : "cached");
+                    report(job, fmt::format("{:>10}  {:>3} registers",
+                                            r.origin == Origin::compiled
+                                                ? fmt::format("{:.0f} ms", r.entry->compiled.compile_ms)
+                                                : std::string("hit"),
+                                            r.entry->compiled.resources.registers));
                 } catch (const Error& e) {
                     {
                         std::lock_guard lock(out);
