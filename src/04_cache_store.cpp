@@ -123,6 +123,46 @@ struct Cache::Impl {
     Database db;                 // null in memory mode
     bool read_only = false;      // reads from db, stores to memory
     bool warned = false;
+    // Hits are counted here and written in batches: a cache hit must not pay for a write.
+    std::unordered_map<CacheKey, std::int64_t, detail::CacheKeyHash> pending_hits;
+    std::int64_t pending_total = 0;
+    Statement find_statement;  // prepared once; declared after db, so finalized before it closes
+
+    ~Impl() { drop_database(); }
+
+    /// Writes pending hit counts and closes the database (memory mode from here on).
+    void drop_database() noexcept {
+        if (db) {
+            try {
+                flush_hits();
+            } catch (const SqlFailure&) {
+            }
+        }
+        find_statement.reset();
+        db.reset();
+    }
+
+    void flush_hits() {
+        if (pending_hits.empty() || !db || read_only) return;
+        exec("BEGIN IMMEDIATE");
+        try {
+            auto u = prepare("UPDATE kernels SET last_used_at = ?, hit_count = hit_count + ? WHERE key = ?");
+            for (const auto& [key, hits] : pending_hits) {
+                const std::string hex = key.hex();
+                sqlite3_bind_int64(u.get(), 1, unix_now());
+                sqlite3_bind_int64(u.get(), 2, hits);
+                sqlite3_bind_text(u.get(), 3, hex.c_str(), -1, SQLITE_TRANSIENT);
+                step(u.get());
+                sqlite3_reset(u.get());
+            }
+        } catch (...) {
+            sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+            throw;
+        }
+        exec("COMMIT");
+        pending_hits.clear();
+        pending_total = 0;
+    }
     std::unordered_map<CacheKey, CacheEntry, detail::CacheKeyHash> memory;  // entries not written to db
 
     void warn_once(const std::string& message) {
@@ -219,31 +259,43 @@ struct Cache::Impl {
 
     /// Leaves the database behind for the rest of this object's life.
     void to_memory(const SqlFailure& failure) {
+        pending_hits.clear();
+        find_statement.reset();
         db.reset();
         warn_once(fmt::format("cannot use the kernel cache {}: {}. Working from memory: compiled kernels are not saved.",
                               path.string(), failure.what));
     }
 
     std::optional<CacheEntry> read(const CacheKey& key) {
-        auto s = prepare(fmt::format("SELECT {} FROM kernels WHERE key = ?", columns));
+        if (!find_statement) find_statement = prepare(fmt::format("SELECT {} FROM kernels WHERE key = ?", columns));
+        sqlite3_stmt* s = find_statement.get();
         const std::string hex = key.hex();
-        sqlite3_bind_text(s.get(), 1, hex.c_str(), -1, SQLITE_TRANSIENT);
-        const int rc = step(s.get());
-        if (rc == SQLITE_DONE) return std::nullopt;
-        if (rc != SQLITE_ROW) fail(rc, "reading an entry");
-        auto [e, bad] = decode(s.get());
-        sqlite3_reset(s.get());
+        sqlite3_bind_text(s, 1, hex.c_str(), -1, SQLITE_TRANSIENT);
+        const int rc = step(s);
+        if (rc != SQLITE_ROW) {
+            sqlite3_reset(s);
+            if (rc == SQLITE_DONE) return std::nullopt;
+            fail(rc, "reading an entry");
+        }
+        auto [e, bad] = decode(s);
+        sqlite3_reset(s);
         if (!bad.empty()) {
             detail::warn(fmt::format("cache entry {} ({}) in {} failed its {} checksum: ignoring it; it is recompiled "
                                      "and replaced",
                                      e.readable_id, hex, path.string(), bad));
             return std::nullopt;
         }
-        if (!read_only) {  // usage bookkeeping; a failure here costs nothing but the counter
-            auto u = prepare("UPDATE kernels SET last_used_at = ?, hit_count = hit_count + 1 WHERE key = ?");
-            sqlite3_bind_int64(u.get(), 1, unix_now());
-            sqlite3_bind_text(u.get(), 2, hex.c_str(), -1, SQLITE_TRANSIENT);
-            step(u.get());
+        if (!read_only) {  // usage bookkeeping, written in batches (flush_hits)
+            auto& pending = pending_hits[key];
+            e.hit_count += pending++;  // as the database will say once flushed
+            if (++pending_total >= 256) {
+                try {
+                    flush_hits();
+                } catch (const SqlFailure&) {  // a lost counter costs nothing else
+                    pending_hits.clear();
+                    pending_total = 0;
+                }
+            }
         }
         return e;
     }
@@ -406,6 +458,7 @@ auto with_database(Impl& impl, Work&& work) {
         throw Error(fmt::format("the kernel cache {} cannot be used (see the warning above): nothing to manage",
                                 impl.path.string()));
     try {
+        impl.flush_hits();
         return work();
     } catch (const SqlFailure& failure) {
         throw Error(fmt::format("kernel cache {}: {}", impl.path.string(), failure.what));
@@ -628,7 +681,7 @@ std::optional<TunedConfig> Cache::find_tuned(const std::string& kernel, const st
 
 void Cache::close() noexcept {
     std::lock_guard lock(impl_->mutex);
-    impl_->db.reset();  // sqlite3_close_v2: the last connection folds the WAL into the file
+    impl_->drop_database();  // sqlite3_close_v2: the last connection folds the WAL into the file
 }
 
 bool Cache::persistent() const noexcept {
