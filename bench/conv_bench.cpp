@@ -1,7 +1,7 @@
 // Times the conv kernels on ResNet-50's layers: every valid configuration per shape (the best
 // is reported, and the dispatch heuristic's choice beside it). One JSON object per line.
 //   kjit_conv_bench [--quick] [--layer TEXT] [--batch N] [--config TEXT]
-// --layer/--config keep only layers / configurations ("128x64x32x8 split 2") containing TEXT.
+// --layer/--config keep only layers / configurations ("BLOCK_M=128 BLOCK_N=64") containing TEXT.
 #include <getopt.h>
 
 #include <algorithm>
@@ -87,26 +87,6 @@ double time_op(const RuntimeOp& op, const Stream& stream, Buffers& b, const Conv
     return us[us.size() / 2];
 }
 
-/// The 1x1 GEMM kernel for pointwise layers, the implicit-GEMM kernel for the others.
-std::unique_ptr<RuntimeOp> make_op(const Layer& l, const GemmTiles& t, int split, const Device& device) {
-    if (l.attrs.kernel_h == 1 && l.attrs.stride_h == 1)
-        return std::make_unique<Conv2dBnSiluGemmForward>(t.block_m, t.block_n, t.block_k, t.group_m,
-                                                         device.max_shared_bytes_per_block(), split);
-    return std::make_unique<Conv2dBnSiluForward>(t, l.attrs, device.max_shared_bytes_per_block(), split);
-}
-
-/// "BMxBNxBKxGM" or "BMxBNxBKxGM/split S".
-std::string config_name(const GemmTiles& t, int split) {
-    return fmt::format("{}x{}x{}x{}{}", t.block_m, t.block_n, t.block_k, t.group_m,
-                       split > 1 ? fmt::format(" split {}", split) : "");
-}
-
-std::string dispatched_name(const RuntimeOp& op) {
-    if (const auto* g = dynamic_cast<const Conv2dBnSiluGemmForward*>(&op)) return config_name(g->tiles(), g->split_k());
-    if (const auto* c = dynamic_cast<const Conv2dBnSiluForward*>(&op)) return config_name(c->tiles(), c->split_k());
-    return op.kernel_for_launch(0).id();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -144,19 +124,13 @@ int main(int argc, char** argv) try {
                 Buffers b = make_buffers(device, l.attrs, s);
                 double best = 1e30;
                 std::string best_id;
-                const auto [oh_, ow_] = conv2d_output_size(l.attrs, s);
-                const long long p = 1LL * batch * oh_ * ow_;
-                for (const auto& t : GemmTiles::configurations())
-                    for (int split : {1, 2, 4, 8}) {
-                        // Split-K only where the tiles alone leave the device idle.
-                        const long long tiles = (p + t.block_m - 1) / t.block_m * ((l.c_out + t.block_n - 1) / t.block_n);
-                        if (split > 1 && tiles * split > 4LL * device.multiprocessor_count()) continue;
-                        if (t.shared_bytes(split) > static_cast<unsigned>(device.max_shared_bytes_per_block())) continue;
-                        if (config_name(t, split).find(only_config) == std::string::npos) continue;
-                        const auto op = make_op(l, t, split, device);
-                        const double us = time_op(*op, stream, b, l.attrs, s, iterations);
-                        if (us < best) best = us, best_id = config_name(t, split);
-                    }
+                // The same candidates `kjit tune` times.
+                for (const auto& config : conv2d_bn_silu_candidates(l.attrs, s, traits)) {
+                    if (config.find(only_config) == std::string::npos) continue;
+                    const auto op = make_conv2d_bn_silu(l.attrs, s, config, traits);
+                    const double us = time_op(*op, stream, b, l.attrs, s, iterations);
+                    if (us < best) best = us, best_id = config;
+                }
                 const auto chosen = dispatch_conv2d_bn_silu(l.attrs, s, traits);
                 const double chosen_us = time_op(*chosen, stream, b, l.attrs, s, iterations);
                 const int oh = conv2d_output_size(l.attrs, s).first;
@@ -164,7 +138,7 @@ int main(int argc, char** argv) try {
                             "\"kernel\": %d, \"stride\": %d, \"best_us\": %.3f, \"best\": \"%s\", \"dispatch_us\": %.3f, "
                             "\"dispatch\": \"%s\"}\n",
                             l.name, batch, l.c_in, l.c_out, l.hw, oh, l.attrs.kernel_h, l.attrs.stride_h, best,
-                            best_id.c_str(), chosen_us, dispatched_name(*chosen).c_str());
+                            best_id.c_str(), chosen_us, conv2d_bn_silu_config(*chosen).c_str());
                 std::fflush(stdout);
             }
     }

@@ -9,6 +9,13 @@ def lines(path):
     return [json.loads(l) for l in open(path) if l.startswith("{")]
 
 
+def short_config(config):
+    """'BLOCK_M=128 BLOCK_N=64 BLOCK_K=32 GROUP_M=8 SPLIT_K=2' -> '128x64x32x8 split 2'."""
+    values = dict(item.split("=") for item in config.split())
+    split = values.pop("SPLIT_K", "1")
+    return "x".join(values.values()) + (f" split {split}" if split != "1" else "")
+
+
 def floor_us(row, ceil):
     oh = row["out_hw"]
     taps = row["kernel"] ** 2
@@ -45,7 +52,7 @@ def main():
             torch_times = [p[k] for k in ("eager_us", "folded_us", "compiled_us") if k in p]
             reference = min(torch_times) if kind == 1 else p.get("eager_us", float("nan"))
             fl = floor_us(r, ceil)
-            config = r["best"]
+            config = short_config(r["best"])
             cells = [r["layer"], r["batch"], f"{r['best_us']:.1f}", config, f"{r['dispatch_us']:.1f}",
                      f"{p.get('eager_us', float('nan')):.1f}", f"{p.get('folded_us', float('nan')):.1f}"]
             if kind == 1:
