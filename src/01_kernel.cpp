@@ -180,12 +180,11 @@ unsigned Kernel::max_threads_per_block() const noexcept { return state_->max_thr
 const std::vector<SourceFile>& Kernel::headers() const noexcept { return state_->headers; }
 
 CacheKey Kernel::key(const CompileOptions& options) const {
-    auto canonical = options.canonical();
     std::lock_guard lock(state_->memo_mutex);
     for (const auto& [opts, key] : state_->keys)
-        if (opts == canonical) return key;
-    const CacheKey key = detail::cache_key(state_->source_digest, canonical, nvrtc_version());
-    state_->keys.emplace_back(std::move(canonical), key);
+        if (opts == options) return key;
+    const CacheKey key = detail::cache_key(state_->source_digest, options.canonical(), nvrtc_version());
+    state_->keys.emplace_back(options, key);
     return key;
 }
 

@@ -2,6 +2,7 @@
 // Any database it cannot use turns the cache into an in-memory one, with one warning.
 #include <sqlite3.h>
 
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
@@ -93,6 +94,11 @@ constexpr const char* columns =
     "key, readable_id, kernel_name, arch, nvrtc_version, options, ptx, cubin, log, registers, spill_store_bytes, "
     "spill_load_bytes, shared_static_bytes, stack_frame_bytes, constant_bytes, barriers, compile_ms, created_at, "
     "last_used_at, hit_count, ptx_checksum, cubin_checksum, log_checksum, meta_checksum";
+/// The same columns with the PTX and the log left out (NULL): what loading a module reads.
+constexpr const char* cubin_columns =
+    "key, readable_id, kernel_name, arch, nvrtc_version, options, NULL, cubin, NULL, registers, spill_store_bytes, "
+    "spill_load_bytes, shared_static_bytes, stack_frame_bytes, constant_bytes, barriers, compile_ms, created_at, "
+    "last_used_at, hit_count, ptx_checksum, cubin_checksum, log_checksum, meta_checksum";
 
 /// Checksum over the row's text fields and resource numbers (everything but the blobs).
 std::uint64_t meta_checksum(const CacheEntry& e) {
@@ -126,7 +132,8 @@ struct Cache::Impl {
     // Hits are counted here and written in batches: a cache hit must not pay for a write.
     std::unordered_map<CacheKey, std::int64_t, detail::CacheKeyHash> pending_hits;
     std::int64_t pending_total = 0;
-    Statement find_statement;  // prepared once; declared after db, so finalized before it closes
+    // Prepared once (all blobs, cubin only); declared after db, so finalized before it closes.
+    std::array<Statement, 2> find_statements;
 
     ~Impl() { drop_database(); }
 
@@ -138,7 +145,7 @@ struct Cache::Impl {
             } catch (const SqlFailure&) {
             }
         }
-        find_statement.reset();
+        for (auto& f : find_statements) f.reset();
         db.reset();
     }
 
@@ -260,15 +267,18 @@ struct Cache::Impl {
     /// Leaves the database behind for the rest of this object's life.
     void to_memory(const SqlFailure& failure) {
         pending_hits.clear();
-        find_statement.reset();
+        for (auto& f : find_statements) f.reset();
         db.reset();
         warn_once(fmt::format("cannot use the kernel cache {}: {}. Working from memory: compiled kernels are not saved.",
                               path.string(), failure.what));
     }
 
-    std::optional<CacheEntry> read(const CacheKey& key) {
-        if (!find_statement) find_statement = prepare(fmt::format("SELECT {} FROM kernels WHERE key = ?", columns));
-        sqlite3_stmt* s = find_statement.get();
+    std::optional<CacheEntry> read(const CacheKey& key, Blobs blobs) {
+        Statement& find = find_statements[blobs == Blobs::cubin];
+        if (!find)
+            find = prepare(fmt::format("SELECT {} FROM kernels WHERE key = ?",
+                                       blobs == Blobs::cubin ? cubin_columns : columns));
+        sqlite3_stmt* s = find.get();
         const std::string hex = key.hex();
         sqlite3_bind_text(s, 1, hex.c_str(), -1, SQLITE_TRANSIENT);
         const int rc = step(s);
@@ -277,7 +287,7 @@ struct Cache::Impl {
             if (rc == SQLITE_DONE) return std::nullopt;
             fail(rc, "reading an entry");
         }
-        auto [e, bad] = decode(s);
+        auto [e, bad] = decode(s, blobs);
         sqlite3_reset(s);
         if (!bad.empty()) {
             detail::warn(fmt::format("cache entry {} ({}) in {} failed its {} checksum: ignoring it; it is recompiled "
@@ -301,8 +311,8 @@ struct Cache::Impl {
     }
 
     /// The entry in the current row of a `SELECT columns` statement, and the name of the first
-    /// checksum it fails ("" when every blob and the metadata match).
-    static std::pair<CacheEntry, std::string> decode(sqlite3_stmt* s) {
+    /// checksum it fails ("" when every blob read and the metadata match).
+    static std::pair<CacheEntry, std::string> decode(sqlite3_stmt* s, Blobs blobs = Blobs::all) {
         auto text = [&](int col) {
             const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s, col));
             return std::string(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, col)));
@@ -328,9 +338,10 @@ struct Cache::Impl {
         e.last_used_at = int_at(18);
         e.hit_count = int_at(19);
         std::string bad;
-        if (as_sql(detail::checksum(e.compiled.ptx)) != int_at(20)) bad = "ptx";
+        const bool all = blobs == Blobs::all;
+        if (all && as_sql(detail::checksum(e.compiled.ptx)) != int_at(20)) bad = "ptx";
         else if (as_sql(detail::checksum(e.compiled.cubin)) != int_at(21)) bad = "cubin";
-        else if (as_sql(detail::checksum(e.compiled.log)) != int_at(22)) bad = "log";
+        else if (all && as_sql(detail::checksum(e.compiled.log)) != int_at(22)) bad = "log";
         else if (as_sql(meta_checksum(e)) != int_at(23)) bad = "metadata";
         return {std::move(e), std::move(bad)};
     }
@@ -421,12 +432,12 @@ Cache::~Cache() = default;
 Cache::Cache(Cache&&) noexcept = default;
 Cache& Cache::operator=(Cache&&) noexcept = default;
 
-std::optional<CacheEntry> Cache::find(const CacheKey& key) {
+std::optional<CacheEntry> Cache::find(const CacheKey& key, Blobs blobs) {
     std::lock_guard lock(impl_->mutex);
     if (auto it = impl_->memory.find(key); it != impl_->memory.end()) return it->second;
     if (!impl_->db) return std::nullopt;
     try {
-        return impl_->read(key);
+        return impl_->read(key, blobs);
     } catch (const SqlFailure& failure) {
         impl_->to_memory(failure);
         return std::nullopt;

@@ -67,17 +67,40 @@ struct Runtime::Impl {
         return {std::move(entry), origin};
     }
 
+    /// What loading needs: the entry this process already holds, else the cubin alone from
+    /// SQLite (a third of an entry's bytes), else a compile.
+    std::shared_ptr<const CacheEntry> for_loading(const Kernel& kernel, const CompileOptions& options,
+                                                  const CacheKey& key) {
+        if (auto held = compiled.ready(key)) return *std::move(held);
+        if (auto hit = cache.find(key, Cache::Blobs::cubin)) {
+            ++cache_hits;
+            return std::make_shared<const CacheEntry>(*std::move(hit));
+        }
+        return compile(kernel, options).entry;
+    }
+
     const LoadedKernel& load(const Kernel& kernel, const Device& device, const CompileOptions& options) {
         const DeviceKey key{kernel.key(options), device.ordinal()};
         auto [loaded_kernel, shared] = loaded.get(key, [&] {
-            auto entry = compile(kernel, options).entry;
+            auto entry = for_loading(kernel, options, key.key);
             std::optional<Module> module;
-            try {
-                module.emplace(device, entry->compiled.cubin, entry->compiled.ptx);
-            } catch (const CudaError& e) {
-                if (options.arch == device.arch()) throw;
+            auto try_load = [&]() -> std::optional<CudaError> {
+                try {
+                    module.emplace(device, entry->compiled.cubin, entry->compiled.ptx);
+                    return std::nullopt;
+                } catch (const CudaError& e) {
+                    return e;
+                }
+            };
+            auto failure = try_load();
+            if (failure && entry->compiled.ptx.empty()) {  // read without its PTX: fetch it for the driver's JIT
+                entry = compile(kernel, options).entry;
+                failure = try_load();
+            }
+            if (failure) {
+                if (options.arch == device.arch()) throw *failure;
                 detail::warn(fmt::format("{} built for {} does not load on {} ({}): {}; recompiling for {}", kernel.id(),
-                                         options.arch.name(), device.name(), device.arch().name(), e.what(),
+                                         options.arch.name(), device.name(), device.arch().name(), failure->what(),
                                          device.arch().name()));
                 CompileOptions native = options;
                 native.arch = device.arch();

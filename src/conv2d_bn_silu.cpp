@@ -28,24 +28,27 @@ std::int32_t as_i32(std::size_t v, std::string_view what) {
     return static_cast<std::int32_t>(v);
 }
 
-void require(bool ok, const std::string& message) {
-    if (!ok) throw UsageError(message);
+/// Throws UsageError with the formatted message unless `ok`; formats nothing when it holds, so
+/// the checks cost nothing on the launch path.
+template <class... A>
+void require(bool ok, fmt::format_string<A...> message, A&&... args) {
+    if (!ok) throw UsageError(fmt::format(message, std::forward<A>(args)...));
 }
 
 void* non_null(void* p, std::string_view what) {
-    require(p != nullptr, fmt::format("{} is a null pointer: pass a device buffer", what));
+    require(p != nullptr, "{} is a null pointer: pass a device buffer", what);
     return p;
 }
 
 void check_rank4(ShapeView s, std::string_view what) {
-    require(s.size() == 4, fmt::format("{} must be NCHW (4 dimensions), got {} dimensions", what, s.size()));
+    require(s.size() == 4, "{} must be NCHW (4 dimensions), got {} dimensions", what, s.size());
 }
 
 /// x, the three parameters and y, checked and visited in kernel order.
 void visit_tensors(std::span<const Tensor> inputs, std::span<void* const> params, void* output, ArgVisitor& visitor) {
-    require(inputs.size() == 1, fmt::format("conv2d_bn_silu takes 1 input, {} given", inputs.size()));
-    require(params.size() == 3, fmt::format("conv2d_bn_silu takes 3 parameters (weight, bn_scale, bn_shift), {} given",
-                                            params.size()));
+    require(inputs.size() == 1, "conv2d_bn_silu takes 1 input, {} given", inputs.size());
+    require(params.size() == 3, "conv2d_bn_silu takes 3 parameters (weight, bn_scale, bn_shift), {} given",
+                                            params.size());
     visitor.visit_ptr(non_null(inputs[0].data, "input x"));
     visitor.visit_ptr(non_null(params[0], "parameter weight"));
     visitor.visit_ptr(non_null(params[1], "parameter bn_scale"));
@@ -68,21 +71,21 @@ std::size_t nchw_row_elems(ShapeView output_shape) {
 
 std::pair<int, int> conv2d_output_size(const Conv2dAttrs& a, const Conv2dShape& s) {
     require(s.batch > 0 && s.c_in > 0 && s.height > 0 && s.width > 0 && s.c_out > 0,
-            fmt::format("conv2d shape must be positive: batch {}, c_in {}, height {}, width {}, c_out {}", s.batch,
-                        s.c_in, s.height, s.width, s.c_out));
-    require(a.kernel_h > 0 && a.kernel_w > 0, fmt::format("kernel size {}x{} must be positive", a.kernel_h, a.kernel_w));
-    require(a.stride_h > 0 && a.stride_w > 0, fmt::format("stride {}x{} must be positive", a.stride_h, a.stride_w));
-    require(a.pad_h >= 0 && a.pad_w >= 0, fmt::format("padding {}x{} must not be negative", a.pad_h, a.pad_w));
+            "conv2d shape must be positive: batch {}, c_in {}, height {}, width {}, c_out {}", s.batch,
+                        s.c_in, s.height, s.width, s.c_out);
+    require(a.kernel_h > 0 && a.kernel_w > 0, "kernel size {}x{} must be positive", a.kernel_h, a.kernel_w);
+    require(a.stride_h > 0 && a.stride_w > 0, "stride {}x{} must be positive", a.stride_h, a.stride_w);
+    require(a.pad_h >= 0 && a.pad_w >= 0, "padding {}x{} must not be negative", a.pad_h, a.pad_w);
     require(a.dilation_h == 1 && a.dilation_w == 1,
-            fmt::format("dilation {}x{} is not supported: kjit's conv kernels take dilation 1", a.dilation_h,
-                        a.dilation_w));
+            "dilation {}x{} is not supported: kjit's conv kernels take dilation 1", a.dilation_h,
+                        a.dilation_w);
     require(a.groups > 0 && s.c_in % a.groups == 0 && s.c_out % a.groups == 0,
-            fmt::format("groups = {} must divide both c_in = {} and c_out = {}", a.groups, s.c_in, s.c_out));
+            "groups = {} must divide both c_in = {} and c_out = {}", a.groups, s.c_in, s.c_out);
     const int oh = (s.height + 2 * a.pad_h - a.kernel_h) / a.stride_h + 1;
     const int ow = (s.width + 2 * a.pad_w - a.kernel_w) / a.stride_w + 1;
     require(s.height + 2 * a.pad_h >= a.kernel_h && s.width + 2 * a.pad_w >= a.kernel_w,
-            fmt::format("a {}x{} kernel does not fit a {}x{} input padded by {}x{}", a.kernel_h, a.kernel_w, s.height,
-                        s.width, a.pad_h, a.pad_w));
+            "a {}x{} kernel does not fit a {}x{} input padded by {}x{}", a.kernel_h, a.kernel_w, s.height,
+                        s.width, a.pad_h, a.pad_w);
     return {oh, ow};
 }
 
@@ -90,12 +93,12 @@ FoldedBatchNorm fold_batch_norm(std::span<const float> gamma, std::span<const fl
                                 std::span<const float> var, float eps) {
     const std::size_t n = gamma.size();
     require(beta.size() == n && mean.size() == n && var.size() == n,
-            fmt::format("BatchNorm tensors differ in length: gamma {}, beta {}, mean {}, var {}", n, beta.size(),
-                        mean.size(), var.size()));
-    require(eps >= 0, fmt::format("BatchNorm eps = {} must not be negative", eps));
+            "BatchNorm tensors differ in length: gamma {}, beta {}, mean {}, var {}", n, beta.size(),
+                        mean.size(), var.size());
+    require(eps >= 0, "BatchNorm eps = {} must not be negative", eps);
     FoldedBatchNorm bn{std::vector<float>(n), std::vector<float>(n)};
     for (std::size_t c = 0; c < n; ++c) {
-        require(var[c] + eps > 0, fmt::format("BatchNorm channel {}: var + eps = {} must be positive", c, var[c] + eps));
+        require(var[c] + eps > 0, "BatchNorm channel {}: var + eps = {} must be positive", c, var[c] + eps);
         const double scale = gamma[c] / std::sqrt(static_cast<double>(var[c]) + eps);
         bn.scale[c] = static_cast<float>(scale);
         bn.shift[c] = static_cast<float>(beta[c] - scale * mean[c]);
@@ -119,24 +122,24 @@ unsigned GemmTiles::shared_bytes(int split_k) const {
 
 void GemmTiles::validate(int max_shared_bytes, int split_k) const {
     require(block_m > 0 && block_n > 0 && block_k > 0 && group_m > 0,
-            fmt::format("GEMM tile constants must be positive: BLOCK_M {}, BLOCK_N {}, BLOCK_K {}, GROUP_M {}", block_m,
-                        block_n, block_k, group_m));
+            "GEMM tile constants must be positive: BLOCK_M {}, BLOCK_N {}, BLOCK_K {}, GROUP_M {}", block_m,
+                        block_n, block_k, group_m);
     require(block_m == 32 || block_m == 64 || block_m == 128,
-            fmt::format("BLOCK_M = {} must be 32, 64 or 128: each warp owns 32 columns, at most 4 warps across",
-                        block_m));
+            "BLOCK_M = {} must be 32, 64 or 128: each warp owns 32 columns, at most 4 warps across",
+                        block_m);
     require(block_n % 16 == 0 && block_n <= 256,
-            fmt::format("BLOCK_N = {} must be a multiple of 16 (the MMA tile's rows), at most 256", block_n));
+            "BLOCK_N = {} must be a multiple of 16 (the MMA tile's rows), at most 256", block_n);
     require(block_n < 64 || block_n % 32 == 0,
-            fmt::format("BLOCK_N = {} must be a multiple of 32 from 64 on: it is split over 2 warps of 16-row tiles",
-                        block_n));
+            "BLOCK_N = {} must be a multiple of 32 from 64 on: it is split over 2 warps of 16-row tiles",
+                        block_n);
     require(block_k % 8 == 0 && block_k <= 64,
-            fmt::format("BLOCK_K = {} must be a multiple of 8 (the MMA's k), at most 64", block_k));
+            "BLOCK_K = {} must be a multiple of 8 (the MMA's k), at most 64", block_k);
     require(split_k >= 1 && split_k <= 8,
-            fmt::format("split_k = {} must be between 1 and 8 (a portable thread-block cluster)", split_k));
+            "split_k = {} must be between 1 and 8 (a portable thread-block cluster)", split_k);
     require(shared_bytes(split_k) <= static_cast<unsigned>(max_shared_bytes),
-            fmt::format("tiles {}x{}x{} need {} bytes of shared memory ({} stages{}): the target allows {}", block_m,
+            "tiles {}x{}x{} need {} bytes of shared memory ({} stages{}): the target allows {}", block_m,
                         block_n, block_k, shared_bytes(split_k), gemm_stages, split_k > 1 ? ", split-K partials" : "",
-                        max_shared_bytes));
+                        max_shared_bytes);
 }
 
 std::span<const GemmTiles> GemmTiles::configurations() {
@@ -192,11 +195,11 @@ void Conv2dBnSiluGemmForward::pack_args(std::span<const Tensor> inputs, std::spa
     const ShapeView x = inputs[0].shape;
     check_rank4(x, "input x");
     require(x[0] == output_shape[0] && x[2] == output_shape[2] && x[3] == output_shape[3],
-            fmt::format("a 1x1 stride-1 conv keeps batch and size: input [{}] vs output [{}]", fmt::join(x, ", "),
-                        fmt::join(output_shape, ", ")));
+            "a 1x1 stride-1 conv keeps batch and size: input [{}] vs output [{}]", fmt::join(x, ", "),
+                        fmt::join(output_shape, ", "));
     const std::size_t m = x[2] * x[3];
     require(output_row_stride >= 0 && static_cast<std::size_t>(output_row_stride) >= m,
-            fmt::format("y_row_stride = {} is below the row length OH*OW = {}", output_row_stride, m));
+            "y_row_stride = {} is below the row length OH*OW = {}", output_row_stride, m);
     // Offsets are 64-bit in the kernel; each size must still fit its int32 argument.
     as_i32(x[0] * m, "B*OH*OW");
     visitor.visit_i32(as_i32(x[0], "B"));
@@ -213,7 +216,7 @@ Dims Conv2dBnSiluGemmForward::grid(ShapeView output_shape) const {
     const std::size_t p = output_shape[0] * output_shape[2] * output_shape[3];
     const std::size_t tiles = (p + tiles_.block_m - 1) / tiles_.block_m *
                               ((output_shape[1] + tiles_.block_n - 1) / tiles_.block_n) * split_k_;
-    require(tiles <= INT32_MAX, fmt::format("{} blocks exceed the grid's limit: split the batch", tiles));
+    require(tiles <= INT32_MAX, "{} blocks exceed the grid's limit: split the batch", tiles);
     return {static_cast<unsigned>(tiles), 1, 1};
 }
 
@@ -231,7 +234,7 @@ struct ConvCall {
 ConvCall resolve_call(const Conv2dAttrs& a, std::span<const Tensor> inputs, ShapeView output_shape,
                       int output_row_stride) {
     check_rank4(output_shape, "output y");
-    require(inputs.size() == 1, fmt::format("conv2d_bn_silu takes 1 input, {} given", inputs.size()));
+    require(inputs.size() == 1, "conv2d_bn_silu takes 1 input, {} given", inputs.size());
     const ShapeView x = inputs[0].shape;
     check_rank4(x, "input x");
     const Conv2dShape s{as_i32(x[0], "B"), as_i32(x[1], "C_IN"), as_i32(x[2], "H"), as_i32(x[3], "W"),
@@ -239,10 +242,10 @@ ConvCall resolve_call(const Conv2dAttrs& a, std::span<const Tensor> inputs, Shap
     const auto [oh, ow] = conv2d_output_size(a, s);
     require(output_shape[0] == x[0] && output_shape[2] == static_cast<std::size_t>(oh) &&
                 output_shape[3] == static_cast<std::size_t>(ow),
-            fmt::format("output shape [{}] does not match the convolution's [{}, {}, {}, {}]",
-                        fmt::join(output_shape, ", "), x[0], s.c_out, oh, ow));
+            "output shape [{}] does not match the convolution's [{}, {}, {}, {}]",
+                        fmt::join(output_shape, ", "), x[0], s.c_out, oh, ow);
     require(output_row_stride >= oh * ow,
-            fmt::format("y_row_stride = {} is below the row length OH*OW = {}", output_row_stride, oh * ow));
+            "y_row_stride = {} is below the row length OH*OW = {}", output_row_stride, oh * ow);
     as_i32(x[0] * x[1] * x[2] * x[3], "input elements");
     return {s, oh, ow};
 }
@@ -256,14 +259,14 @@ void visit_conv_ints(const ConvCall& c, const Conv2dAttrs& a, int output_row_str
 
 void require_one_stride_and_pad(const Conv2dAttrs& a) {
     require(a.stride_h == a.stride_w && a.pad_h == a.pad_w,
-            fmt::format("stride {}x{} and padding {}x{}: kjit's conv kernels take one stride and one padding for "
+            "stride {}x{} and padding {}x{}: kjit's conv kernels take one stride and one padding for "
                         "both axes",
-                        a.stride_h, a.stride_w, a.pad_h, a.pad_w));
+                        a.stride_h, a.stride_w, a.pad_h, a.pad_w);
     require(a.kernel_h > 0 && a.kernel_w > 0 && a.stride_h > 0 && a.pad_h >= 0 && a.groups > 0,
             "kernel size, stride and groups must be positive, padding not negative");
     require(a.dilation_h == 1 && a.dilation_w == 1,
-            fmt::format("dilation {}x{} is not supported: kjit's conv kernels take dilation 1", a.dilation_h,
-                        a.dilation_w));
+            "dilation {}x{} is not supported: kjit's conv kernels take dilation 1", a.dilation_h,
+                        a.dilation_w);
 }
 
 }  // namespace
@@ -310,8 +313,8 @@ void Conv2dBnSiluForward::pack_args(std::span<const Tensor> inputs, std::span<vo
                                     ShapeView output_shape, int output_row_stride, ArgVisitor& visitor) const {
     const ConvCall call = resolve_call(attrs_, inputs, output_shape, output_row_stride);
     const int taps = attrs_.kernel_h * attrs_.kernel_w;
-    require(taps <= 64, fmt::format("a {}x{} kernel has {} taps: the implicit-GEMM kernel takes at most 64",
-                                    attrs_.kernel_h, attrs_.kernel_w, taps));
+    require(taps <= 64, "a {}x{} kernel has {} taps: the implicit-GEMM kernel takes at most 64",
+                                    attrs_.kernel_h, attrs_.kernel_w, taps);
     visit_tensors(inputs, params, output, visitor);
     visit_conv_ints(call, attrs_, output_row_stride, visitor);
 }
@@ -325,7 +328,7 @@ Dims Conv2dBnSiluForward::grid(ShapeView output_shape) const {
     const std::size_t tiles =
         (p + tiles_.block_m - 1) / tiles_.block_m * ((n + tiles_.block_n - 1) / tiles_.block_n) * split_k_;
     require(tiles <= INT32_MAX && attrs_.groups <= 65535,
-            fmt::format("{} blocks x {} groups exceed the grid's limits: split the batch", tiles, attrs_.groups));
+            "{} blocks x {} groups exceed the grid's limits: split the batch", tiles, attrs_.groups);
     return {static_cast<unsigned>(tiles), static_cast<unsigned>(attrs_.groups), 1};
 }
 
@@ -349,13 +352,13 @@ std::span<const DirectTiles> Conv2dBnSiluDirectForward::configurations() {
 namespace {
 DirectTiles validated(DirectTiles t) {
     require(t.block_oc > 0 && t.block_ow > 0,
-            fmt::format("direct tile constants must be positive: BLOCK_OC {}, BLOCK_OW {}", t.block_oc, t.block_ow));
+            "direct tile constants must be positive: BLOCK_OC {}, BLOCK_OW {}", t.block_oc, t.block_ow);
     require(t.block_oc % 4 == 0 && t.block_ow % 4 == 0,
-            fmt::format("BLOCK_OC = {} and BLOCK_OW = {} must be multiples of 4 (each thread computes 4x4 outputs)",
-                        t.block_oc, t.block_ow));
+            "BLOCK_OC = {} and BLOCK_OW = {} must be multiples of 4 (each thread computes 4x4 outputs)",
+                        t.block_oc, t.block_ow);
     const unsigned n = Conv2dBnSiluDirectForward::threads(t);
     require(n >= 32 && n <= 1024 && n % 32 == 0,
-            fmt::format("BLOCK_OC/4 * BLOCK_OW/4 = {} threads: must be a multiple of 32 between 32 and 1024", n));
+            "BLOCK_OC/4 * BLOCK_OW/4 = {} threads: must be a multiple of 32 between 32 and 1024", n);
     return t;
 }
 }  // namespace
@@ -378,9 +381,9 @@ Conv2dBnSiluDirectForward::Conv2dBnSiluDirectForward(int block_oc, int block_ow,
         4LL * (1LL * groups_max * attrs.kernel_h * cols + 1LL * block_oc * attrs.kernel_h * attrs.kernel_w);
     const long long budget = std::min<long long>(max_shared_bytes, 64 * 1024);  // leaves room for 2+ blocks/SM
     require(per_channel <= max_shared_bytes,
-            fmt::format("a {}x{} kernel with BLOCK_OC {} / BLOCK_OW {} needs {} bytes of shared memory per input "
+            "a {}x{} kernel with BLOCK_OC {} / BLOCK_OW {} needs {} bytes of shared memory per input "
                         "channel: the target allows {}. Use smaller tiles",
-                        attrs.kernel_h, attrs.kernel_w, block_oc, block_ow, per_channel, max_shared_bytes));
+                        attrs.kernel_h, attrs.kernel_w, block_oc, block_ow, per_channel, max_shared_bytes);
     step_channels_ = static_cast<int>(std::clamp<long long>(budget / per_channel, 1, std::min(cin_pg, 32)));
     shared_bytes_ = static_cast<unsigned>(step_channels_ * per_channel);
 }
@@ -390,8 +393,8 @@ void Conv2dBnSiluDirectForward::pack_args(std::span<const Tensor> inputs, std::s
                                           ArgVisitor& visitor) const {
     const ConvCall call = resolve_call(attrs_, inputs, output_shape, output_row_stride);
     require(call.shape.c_in == shape_.c_in && call.shape.c_out == shape_.c_out,
-            fmt::format("this op was planned for {} -> {} channels, not {} -> {}: dispatch a new op", shape_.c_in,
-                        shape_.c_out, call.shape.c_in, call.shape.c_out));
+            "this op was planned for {} -> {} channels, not {} -> {}: dispatch a new op", shape_.c_in,
+                        shape_.c_out, call.shape.c_in, call.shape.c_out);
     visit_tensors(inputs, params, output, visitor);
     visit_conv_ints(call, attrs_, output_row_stride, visitor);
     visitor.visit_i32(step_channels_);
@@ -404,7 +407,7 @@ Dims Conv2dBnSiluDirectForward::grid(ShapeView output_shape) const {
     const std::size_t oc_tiles = (output_shape[1] + tiles_.block_oc - 1) / tiles_.block_oc;
     const std::size_t z = output_shape[0] * oc_tiles;
     require(output_shape[2] <= 65535 && z <= 65535,
-            fmt::format("grid ({}, {}) exceeds CUDA's 65535 limit on y/z: split the batch", output_shape[2], z));
+            "grid ({}, {}) exceeds CUDA's 65535 limit on y/z: split the batch", output_shape[2], z);
     return {static_cast<unsigned>((output_shape[3] + tiles_.block_ow - 1) / tiles_.block_ow),
             static_cast<unsigned>(output_shape[2]), static_cast<unsigned>(z)};
 }
@@ -488,7 +491,7 @@ std::unique_ptr<RuntimeOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2
     auto take = [&](const char* key, std::optional<int> fallback = std::nullopt) {
         const auto it = values.find(key);
         if (it == values.end()) {
-            require(fallback.has_value(), fmt::format("configuration '{}' lacks {}", config, key));
+            require(fallback.has_value(), "configuration '{}' lacks {}", config, key);
             return *fallback;
         }
         const int v = it->second;

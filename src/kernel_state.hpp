@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <kjit/compile.hpp>
 #include <kjit/kernel.hpp>
 
 struct CUfunc_st;
@@ -38,7 +39,7 @@ struct KernelState {
 
     // Memos. Keys per distinct option list; hot slots live as long as the kernel state.
     mutable std::mutex memo_mutex;
-    mutable std::vector<std::pair<std::vector<std::string>, CacheKey>> keys;
+    mutable std::vector<std::pair<CompileOptions, CacheKey>> keys;  // compared field by field: no strings built
     mutable std::vector<std::unique_ptr<HotSlot>> hot_slots;
     mutable std::atomic<const HotSlot*> hot{nullptr};
 };

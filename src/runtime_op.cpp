@@ -1,4 +1,6 @@
 // RuntimeOp's defaults, and running an op's launches through a Runtime.
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <kjit/error.hpp>
 #include <kjit/runtime.hpp>
@@ -67,8 +69,15 @@ void RuntimeOp::forward(Runtime& runtime, const Stream& stream, std::span<const 
     if (inputs.size() != n_activation_inputs())
         throw UsageError(fmt::format("op takes {} activation inputs, {} were given", n_activation_inputs(),
                                      inputs.size()));
-    std::vector<ShapeView> input_shapes;
-    for (const auto& t : inputs) input_shapes.push_back(t.shape);
+    // The input shapes as grid_for_launch takes them; inline for the usual few inputs, so a
+    // launch allocates nothing.
+    constexpr std::size_t inline_inputs = 8;
+    std::array<ShapeView, inline_inputs> inline_shapes;
+    std::vector<ShapeView> many_shapes;
+    if (inputs.size() > inline_inputs) many_shapes.resize(inputs.size());
+    const std::span<ShapeView> input_shapes =
+        many_shapes.empty() ? std::span<ShapeView>(inline_shapes).first(inputs.size()) : std::span<ShapeView>(many_shapes);
+    std::transform(inputs.begin(), inputs.end(), input_shapes.begin(), [](const Tensor& t) { return t.shape; });
     const Dims b = block();
     for (std::size_t i = 0; i < n_launches(); ++i) {
         const Kernel& kernel = kernel_for_launch(i);

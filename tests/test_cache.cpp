@@ -88,6 +88,38 @@ TEST_CASE("an entry survives a round trip through the database, every field inta
     CHECK_FALSE(reopened.find(sample_entry(2).key).has_value());
 }
 
+TEST_CASE("a cubin-only read (what loading needs) returns the cubin and metadata, checks only those") {
+    test::TempDir dir;
+    const CacheEntry e = sample_entry();
+    { Cache(dir.path()).store(e); }
+    Cache cache(dir.path());
+    const auto got = cache.find(e.key, Cache::Blobs::cubin);
+    REQUIRE(got.has_value());
+    CHECK(got->compiled.cubin == e.compiled.cubin);
+    CHECK(got->compiled.resources == e.compiled.resources);
+    CHECK(got->readable_id == e.readable_id);
+    CHECK(got->arch == e.arch);
+    CHECK(got->compiled.ptx.empty());
+    CHECK(got->compiled.log.empty());
+    CHECK(cache.find(e.key)->compiled.ptx == e.compiled.ptx);  // a full read still has everything
+
+    // A damaged PTX does not stop a cubin-only read; a damaged cubin does.
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open((dir.path() / Cache::file_name).c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "UPDATE kernels SET ptx = 'damaged'", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+    test::LogCapture log;
+    Cache reopened(dir.path());
+    CHECK(reopened.find(e.key, Cache::Blobs::cubin).has_value());
+    CHECK_FALSE(reopened.find(e.key).has_value());
+    REQUIRE(log.warnings().size() == 1);
+    CHECK(log.warnings()[0].find("failed its ptx checksum") != std::string::npos);
+    REQUIRE(sqlite3_open((dir.path() / Cache::file_name).c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "UPDATE kernels SET cubin = x'00'", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+    CHECK_FALSE(Cache(dir.path()).find(e.key, Cache::Blobs::cubin).has_value());
+}
+
 TEST_CASE("close() folds the WAL into the database file, so the file alone is complete") {
     test::TempDir dir;
     Cache cache(dir.path());

@@ -268,6 +268,32 @@ TEST_CASE("loading an entry built for another arch: PTX when it fits, else a rec
     }
 }
 
+TEST_CASE("a new runtime's load reads only the cubin from SQLite; the PTX is read when the cubin does not fit") {
+    const auto device = Device::get(0);
+    test::TempDir dir;
+    const Kernel k = test::scale_kernel("", 6);
+    {
+        Runtime warm(dir.path());
+        (void)warm.compile(k, test::options_for(device.arch().name()));
+        (void)warm.compile(k, test::options_for("sm_80"));
+    }
+    Runtime rt(dir.path());
+    const LoadedKernel& native = rt.load(k, device);
+    CHECK(native.module.load_path() == LoadPath::cubin);
+    CHECK(native.entry->compiled.ptx.empty());  // never read
+    CHECK(native.entry->compiled.resources.registers > 0);
+    CHECK(rt.stats().cache_hits == 1);
+    CHECK(rt.stats().compiles == 0);
+    CHECK(rt.compile(k, test::options_for(device.arch().name())).entry->compiled.ptx.find(".entry") !=
+          std::string::npos);  // compile() still hands out whole entries
+    if (device.arch().major() >= 9) {  // sm_80 SASS does not run here: its PTX is fetched and JIT-compiled
+        const LoadedKernel& older = rt.load(k, device, test::options_for("sm_80"));
+        CHECK(older.module.load_path() == LoadPath::ptx);
+        CHECK(older.entry->arch == "sm_80");
+        CHECK(rt.stats().compiles == 0);
+    }
+}
+
 TEST_CASE("a captured graph replays its launches") {
     const auto device = Device::get(0);
     Stream stream(device);

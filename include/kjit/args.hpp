@@ -77,8 +77,10 @@ private:
 
     std::span<const Param> signature_;
     std::string_view kernel_id_;
-    std::array<std::uint64_t, capacity> storage_{};
-    std::array<void*, capacity> pointers_{};
+    // Left uninitialised: append() writes each slot before it is read, and a launch should not
+    // pay for zeroing 512 bytes it never uses.
+    std::array<std::uint64_t, capacity> storage_;
+    std::array<void*, capacity> pointers_;
     std::size_t count_ = 0;
 };
 

@@ -62,9 +62,13 @@ public:
     Cache(Cache&&) noexcept;
     Cache& operator=(Cache&&) noexcept;
 
-    /// The entry, if present and every checksum matches. A checksum mismatch counts as a miss
-    /// and logs a warning; the next store() replaces the bad row.
-    [[nodiscard]] std::optional<CacheEntry> find(const CacheKey& key);
+    /// What find() reads: everything, or only what loading a module needs (the cubin and the
+    /// metadata; ptx and log stay empty, unread and unchecked: a third of the bytes).
+    enum class Blobs { all, cubin };
+
+    /// The entry, if present and every checksum read matches. A checksum mismatch counts as a
+    /// miss and logs a warning; the next store() replaces the bad row.
+    [[nodiscard]] std::optional<CacheEntry> find(const CacheKey& key, Blobs blobs = Blobs::all);
     /// Writes the entry in one transaction (replacing any row with the same key).
     void store(const CacheEntry& entry);
 

@@ -41,6 +41,7 @@ enum class CxxStandard { cxx17, cxx20 };
 struct Define {
     std::string name;
     std::string value;
+    friend bool operator==(const Define&, const Define&) = default;
 };
 
 /// Everything NVRTC is told. `canonical()` is the exact option list, in a fixed order; it is
@@ -52,6 +53,8 @@ struct CompileOptions {
     std::vector<Define> defines{};
 
     [[nodiscard]] std::vector<std::string> canonical() const;
+    /// Equal options have equal canonical() lists.
+    friend bool operator==(const CompileOptions&, const CompileOptions&) = default;
 };
 
 /// What ptxas reported for the entry point (--ptxas-options=-v).

@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
     using namespace kjit::cli;
     CLI::App app{"kjit: a runtime JIT kernel compiler service for CUDA: warm, inspect, run, tune and maintain the "
                  "kernel cache"};
+    app.set_version_flag("--version", [] {
+        return fmt::format("kjit {} (NVRTC {}, cache schema {})", KJIT_VERSION, kjit::nvrtc_version(),
+                           kjit::cache_schema_version);
+    });
     app.require_subcommand(1);
     int exit_code = ok;
     add_warm(app, exit_code);
