@@ -60,6 +60,11 @@ def conv1x1_bn_silu(x_ptr, w_ptr, scale_ptr, shift_ptr, y_ptr, C_IN, C_OUT, M,
 '''
 
 
+def triton_version():
+    import triton
+    return triton.__version__
+
+
 def us_since(t):
     return (time.perf_counter() - t) * 1e6
 
@@ -80,6 +85,7 @@ def child(tool, kernel, sources, kernels_src, launches):
         kernels = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(kernels)  # defines the @triton.jit functions: nothing compiles yet
     r["import_us"] = us_since(t)
+    r["version"] = cp.__version__ if tool == "cupy" else f"triton {triton_version()}, torch {torch.__version__}"
 
     # Context and inputs: random, never zeros.
     t = time.perf_counter()

@@ -93,6 +93,9 @@ if peers:
             c, t = (one(bench="warm", tool=tool, kernel=kernel) for tool in ("cupy", "triton"))
             print(f"| {kernel} | {what} | {fmt(k and k / 1000, 1) if key == 'context_us' else '—'} "
                   f"| {fmt(c and c[key] / 1000, 1)} | {fmt(t and t[key] / 1000, 1)} | | |")
+    versions = {r["tool"]: r.get("version") for r in peers if r.get("version")}
+    if versions:
+        print("\nPeers: " + "; ".join(f"{tool} {v}" for tool, v in sorted(versions.items())) + ".")
     for r in pick(bench="error"):
         print(f"\n{r['tool']} {r['kernel']} failed: {r['error'][-300:]}")
 

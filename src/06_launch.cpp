@@ -68,7 +68,7 @@ struct Runtime::Impl {
     }
 
     /// What loading needs: the entry this process already holds, else the cubin alone from
-    /// SQLite (a third of an entry's bytes), else a compile.
+    /// SQLite (PTX is the larger part of an entry), else a compile.
     std::shared_ptr<const CacheEntry> for_loading(const Kernel& kernel, const CompileOptions& options,
                                                   const CacheKey& key) {
         if (auto held = compiled.ready(key)) return *std::move(held);

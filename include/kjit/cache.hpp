@@ -63,7 +63,7 @@ public:
     Cache& operator=(Cache&&) noexcept;
 
     /// What find() reads: everything, or only what loading a module needs (the cubin and the
-    /// metadata; ptx and log stay empty, unread and unchecked: a third of the bytes).
+    /// metadata; ptx and log stay empty, unread and unchecked: PTX is the larger part of an entry).
     enum class Blobs { all, cubin };
 
     /// The entry, if present and every checksum read matches. A checksum mismatch counts as a
