@@ -130,15 +130,9 @@ json child_steps(std::string_view kernel_name) {
     step("find_us");
     r["hit"] = entry.has_value();
     if (!entry) {
-        entry.emplace();
-        entry->compiled = compile(kernel, options);
+        Compiled compiled = compile(kernel, options);
         step("compile_us");
-        entry->key = key;
-        entry->readable_id = kernel.id();
-        entry->kernel_name = kernel.name();
-        entry->arch = options.arch.name();
-        entry->nvrtc_version = nvrtc_version();
-        entry->options = fmt::format("{}", fmt::join(options.canonical(), " "));
+        entry = make_cache_entry(kernel, options, std::move(compiled));
         cache.store(*entry);
         step("store_us");
     }

@@ -428,6 +428,18 @@ Cache::Cache(const fs::path& directory) : impl_(std::make_unique<Impl>()) {
     }
 }
 
+CacheEntry make_cache_entry(const Kernel& kernel, const CompileOptions& options, Compiled compiled) {
+    CacheEntry e;
+    e.key = kernel.key(options);
+    e.readable_id = kernel.id();
+    e.kernel_name = kernel.name();
+    e.arch = options.arch.name();
+    e.nvrtc_version = nvrtc_version();
+    e.options = fmt::format("{}", fmt::join(options.canonical(), " "));
+    e.compiled = std::move(compiled);
+    return e;
+}
+
 Cache::~Cache() = default;
 Cache::Cache(Cache&&) noexcept = default;
 Cache& Cache::operator=(Cache&&) noexcept = default;

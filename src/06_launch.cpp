@@ -50,15 +50,8 @@ struct Runtime::Impl {
                 return std::make_shared<const CacheEntry>(*std::move(hit));
             }
             origin = Origin::compiled;
-            auto e = std::make_shared<CacheEntry>();
-            e->compiled = kjit::compile(kernel, options);
+            auto e = std::make_shared<CacheEntry>(make_cache_entry(kernel, options, kjit::compile(kernel, options)));
             ++compiles;
-            e->key = key;
-            e->readable_id = kernel.id();
-            e->kernel_name = kernel.name();
-            e->arch = options.arch.name();
-            e->nvrtc_version = nvrtc_version();
-            e->options = fmt::format("{}", fmt::join(options.canonical(), " "));
             cache.store(*e);
             detail::debug(fmt::format("compiled {} for {} in {:.1f} ms", kernel.id(), e->arch, e->compiled.compile_ms));
             return std::shared_ptr<const CacheEntry>(std::move(e));

@@ -29,6 +29,10 @@ struct CacheEntry {
     std::int64_t hit_count = 0;
 };
 
+/// The entry for `compiled`, the output of compile(kernel, options): key, ids, arch, NVRTC
+/// version and canonical options filled in, ready for Cache::store.
+[[nodiscard]] CacheEntry make_cache_entry(const Kernel& kernel, const CompileOptions& options, Compiled compiled);
+
 /// A tuned winner: the configuration that ran a kernel family fastest on one problem shape.
 struct TunedConfig {
     std::string kernel;  ///< family name, e.g. "conv2d_bn_silu"
