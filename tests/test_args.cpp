@@ -71,7 +71,7 @@ TEST_CASE("count mismatches are errors before anything reaches the driver") {
     CHECK_THROWS_AS(narrow.visit_i16(1), UsageError);
 }
 
-TEST_CASE("typed kernels: the signature comes from the parameter list; launch() checks at compile time") {
+TEST_CASE("typed kernels: the signature comes from the parameter list, launch() checks at compile time") {
     const auto sig = Scale::signature();
     REQUIRE(sig.size() == 3);
     CHECK(sig[0].name == "in");

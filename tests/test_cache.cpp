@@ -247,7 +247,7 @@ TEST_CASE("tuned winners: stored, found by (kernel, shape, device, arch), replac
     CHECK(target.verify().empty());
 }
 
-TEST_CASE("prune keeps the most recently used entries within the size; clear removes all") {
+TEST_CASE("prune keeps the most recently used entries within the size, clear removes all") {
     test::TempDir dir;
     Cache cache(dir.path());
     for (std::uint64_t i = 1; i <= 5; ++i) cache.store(sample_entry(i));

@@ -240,7 +240,7 @@ TEST_CASE("direct constants and attributes are validated") {
           std::string::npos);
 }
 
-TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwise; errors for the rest") {
+TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwise, errors for the rest") {
     const DeviceTraits h200{132, 232448};
     auto kernel = [&](const Conv2dAttrs& a, const Conv2dShape& s) {
         return dispatch_conv2d_bn_silu(a, s, h200)->kernel_for_launch(0).name();
@@ -255,8 +255,10 @@ TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwi
           "conv2d_bn_silu_direct_forward");  // depthwise
     CHECK(kernel({.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 16}, s) ==
           "conv2d_bn_silu_direct_forward");  // 4 input channels per group
-    CHECK(kernel({.kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 2, .pad_h = 1, .pad_w = 1}, s) ==
-          "conv2d_bn_silu_direct_forward");  // neither takes it: the direct op reports why below
+    // Unequal strides or paddings: no kernel takes them, and dispatch says so.
+    CHECK(error_of([&] { (void)kernel({.kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 2, .pad_h = 1,
+                                       .pad_w = 1}, s); })
+              .find("one stride and one padding") != std::string::npos);
     CHECK(error_of([&] { (void)dispatch_conv2d_bn_silu({.kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 2},
                                                         s, h200); })
               .find("one stride") != std::string::npos);
@@ -289,7 +291,7 @@ TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwi
     CHECK(tight->shared_bytes_for_launch(0) <= 48u * 1024);
 }
 
-TEST_CASE("BatchNorm folds to scale and shift; bad BN tensors are refused") {
+TEST_CASE("BatchNorm folds to scale and shift, bad BN tensors are refused") {
     const std::vector<float> gamma{2, 0.5f}, beta{1, -1}, mean{0.5f, 2}, var{3, 0.25f};
     const auto bn = fold_batch_norm(gamma, beta, mean, var, 1e-5f);
     for (int c = 0; c < 2; ++c) {

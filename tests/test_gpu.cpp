@@ -268,7 +268,7 @@ TEST_CASE("loading an entry built for another arch: PTX when it fits, else a rec
     }
 }
 
-TEST_CASE("a new runtime's load reads only the cubin from SQLite; the PTX is read when the cubin does not fit") {
+TEST_CASE("a new runtime's load reads only the cubin from SQLite, the PTX when the cubin does not fit") {
     const auto device = Device::get(0);
     test::TempDir dir;
     const Kernel k = test::scale_kernel("", 6);

@@ -34,7 +34,7 @@ TEST_CASE("readable id joins name, pointer dtypes and constant values") {
     CHECK(mixed.headers()[0].name == "kjit/types.cuh");
 }
 
-TEST_CASE("a kernel without constants calls a plain function; no launch bounds when unset") {
+TEST_CASE("a kernel without constants calls a plain function, no launch bounds when unset") {
     const Kernel k(KernelSpec{"plain", {}, {{"p", {Scalar::i32, true}}, {"n", {Scalar::u64}}}},
                    "__device__ void plain(int* p, unsigned long long n) {}");
     CHECK(k.entry_point_source() ==
