@@ -1,6 +1,9 @@
 // Step 4 — the SQLite cache: checksummed entries, one transaction each, WAL, busy retries.
 // Any database it cannot use turns the cache into an in-memory one, with one warning.
+#include <signal.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <array>
 #include <charconv>
@@ -9,6 +12,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <kjit/cache.hpp>
@@ -29,10 +33,37 @@ std::int64_t unix_now() {
     return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-/// Thrown inside this file when SQLite fails; turned into memory mode + warning at the boundary.
+/// Thrown inside this file when SQLite fails; at the boundary a damaged file is set aside and
+/// replaced, anything else turns the cache into memory mode with a warning.
 struct SqlFailure {
     std::string what;
+    int code = SQLITE_ERROR;
+    /// The file itself is broken (not a database, or corrupt): no retry or wait can help.
+    [[nodiscard]] bool damaged() const noexcept {
+        return (code & 0xff) == SQLITE_CORRUPT || (code & 0xff) == SQLITE_NOTADB;
+    }
 };
+
+/// Identity of a file, so that a file replaced under us is never set aside by mistake.
+struct FileId {
+    dev_t device = 0;
+    ino_t inode = 0;
+    friend bool operator==(const FileId&, const FileId&) = default;
+};
+FileId file_id(const fs::path& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 ? FileId{st.st_dev, st.st_ino} : FileId{};
+}
+
+/// Whether process `pid` on this host still runs (a claim's owner).
+bool process_alive(std::int64_t pid) {
+    return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
+
+std::string host_name() {
+    char name[256] = {};
+    return ::gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("unknown");
+}
 
 struct StatementDeleter {
     void operator()(sqlite3_stmt* s) const noexcept { sqlite3_finalize(s); }
@@ -76,6 +107,12 @@ CREATE TABLE IF NOT EXISTS {0}.kernels (
     meta_checksum INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS {0}.kernels_by_name ON kernels (kernel_name, arch);
+CREATE TABLE IF NOT EXISTS {0}.claims (
+    key TEXT PRIMARY KEY NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS {0}.tuned (
     kernel TEXT NOT NULL,
     shape TEXT NOT NULL,
@@ -134,6 +171,11 @@ struct Cache::Impl {
     std::int64_t pending_total = 0;
     // Prepared once (all blobs, cubin only); declared after db, so finalized before it closes.
     std::array<Statement, 2> find_statements;
+    FileId opened;  // the file open() opened
+    // Rows read here that failed a checksum: claim() does not call them present (they are to be
+    // replaced), so a waiter never re-reads a bad row and warns twice.
+    std::unordered_set<CacheKey, detail::CacheKeyHash> refused;
+    const std::string host = host_name();
 
     ~Impl() { drop_database(); }
 
@@ -179,7 +221,8 @@ struct Cache::Impl {
     }
 
     void fail(int rc, std::string_view what) const {
-        throw SqlFailure{fmt::format("{}: {} ({})", what, db ? sqlite3_errmsg(db.get()) : sqlite3_errstr(rc), rc)};
+        if (db && (rc & 0xff) == SQLITE_ERROR) rc = sqlite3_extended_errcode(db.get());  // the specific reason
+        throw SqlFailure{fmt::format("{}: {} ({})", what, db ? sqlite3_errmsg(db.get()) : sqlite3_errstr(rc), rc), rc};
     }
 
     Statement prepare(const std::string& sql) const {
@@ -224,6 +267,7 @@ struct Cache::Impl {
     void open() {
         std::error_code ec;
         fs::create_directories(path.parent_path(), ec);
+        opened = file_id(path);
         sqlite3* raw = nullptr;
         const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                                        nullptr);
@@ -231,6 +275,7 @@ struct Cache::Impl {
         if (rc != SQLITE_OK) fail(rc, "opening the database");
         sqlite3_busy_timeout(db.get(), busy_timeout_ms);
         read_only = sqlite3_db_readonly(db.get(), "main") == 1;
+        if (opened == FileId{}) opened = file_id(path);  // created just now
 
         // The schema version is read before anything is written: a newer kjit's database is left untouched.
         int version = 0;
@@ -254,13 +299,49 @@ struct Cache::Impl {
         }
         exec("PRAGMA journal_mode=WAL");
         exec("PRAGMA synchronous=NORMAL");
-        if (version == 0 || !has_table("tuned")) {  // new, or from before the tuned table
+        if (version == 0 || !has_table("tuned") || !has_table("claims")) {  // new, or from before a table
             exec("BEGIN IMMEDIATE");
             exec(schema_sql("main").c_str());
             exec(fmt::format("INSERT INTO kjit_schema (version) SELECT {0} WHERE NOT EXISTS (SELECT 1 FROM kjit_schema)",
                              cache_schema_version)
                      .c_str());
             exec("COMMIT");
+        }
+    }
+
+    /// What every public entry point does with a failure: a damaged file is set aside and a
+    /// fresh database takes its place; anything else leaves the database for memory.
+    void recover(const SqlFailure& failure) {
+        if (failure.damaged() && !read_only) set_aside(failure);
+        else to_memory(failure);
+    }
+
+    /// Moves a damaged database (and its WAL and index) aside, keeping them for inspection, and
+    /// opens a fresh one at the same path. Entries in the old file are recompiled as needed.
+    void set_aside(const SqlFailure& failure) {
+        pending_hits.clear();
+        pending_total = 0;
+        for (auto& f : find_statements) f.reset();
+        db.reset();
+        const fs::path aside = path.string() + fmt::format(".damaged-{}-{}", unix_now(), ::getpid());
+        std::error_code ec;
+        if (file_id(path) == opened) {  // else another process replaced it already: just reopen
+            fs::rename(path, aside, ec);
+            if (ec) return to_memory(SqlFailure{fmt::format("{}; moving it aside to {} failed: {}", failure.what,
+                                                            aside.string(), ec.message())});
+            // A stale WAL must never be replayed into the fresh database.
+            for (const char* suffix : {"-wal", "-shm"}) {
+                std::error_code ignored;
+                fs::rename(path.string() + suffix, aside.string() + suffix, ignored);
+            }
+            detail::warn(fmt::format("the kernel cache {} is damaged ({}): moved it to {} and started a fresh one; "
+                                     "its kernels are recompiled as they are needed",
+                                     path.string(), failure.what, aside.string()));
+        }
+        try {
+            open();
+        } catch (const SqlFailure& again) {
+            to_memory(again);
         }
     }
 
@@ -290,6 +371,7 @@ struct Cache::Impl {
         auto [e, bad] = decode(s, blobs);
         sqlite3_reset(s);
         if (!bad.empty()) {
+            refused.insert(key);
             detail::warn(fmt::format("cache entry {} ({}) in {} failed its {} checksum: ignoring it; it is recompiled "
                                      "and replaced",
                                      e.readable_id, hex, path.string(), bad));
@@ -361,11 +443,59 @@ struct Cache::Impl {
         exec("BEGIN IMMEDIATE");
         try {
             insert(e);
+            drop_claim(e.key);  // in the same transaction: waiters see the entry when the claim goes
+            refused.erase(e.key);
         } catch (...) {
             sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
             throw;
         }
         exec("COMMIT");
+    }
+
+    void drop_claim(const CacheKey& key) {
+        auto s = prepare("DELETE FROM claims WHERE key = ?");
+        const std::string hex = key.hex();
+        sqlite3_bind_text(s.get(), 1, hex.c_str(), -1, SQLITE_TRANSIENT);
+        if (const int rc = step(s.get()); rc != SQLITE_DONE) fail(rc, "releasing a claim");
+    }
+
+    /// One transaction: the entry is there, or a live process holds an unexpired claim on the
+    /// key, or this process takes the claim (replacing an expired one or a dead owner's).
+    Claim claim(const CacheKey& key, std::chrono::seconds ttl) {
+        const std::string hex = key.hex();
+        exec("BEGIN IMMEDIATE");
+        try {
+            auto present = prepare("SELECT 1 FROM kernels WHERE key = ?");
+            sqlite3_bind_text(present.get(), 1, hex.c_str(), -1, SQLITE_TRANSIENT);
+            if (step(present.get()) == SQLITE_ROW && !refused.contains(key)) {
+                exec("COMMIT");
+                return Claim::present;
+            }
+            auto holder = prepare("SELECT host, pid, expires_at FROM claims WHERE key = ?");
+            sqlite3_bind_text(holder.get(), 1, hex.c_str(), -1, SQLITE_TRANSIENT);
+            const std::int64_t now = unix_now();
+            if (step(holder.get()) == SQLITE_ROW) {
+                const auto* owner_host = reinterpret_cast<const char*>(sqlite3_column_text(holder.get(), 0));
+                const std::int64_t pid = sqlite3_column_int64(holder.get(), 1);
+                const bool expired = sqlite3_column_int64(holder.get(), 2) < now;
+                const bool dead = owner_host && host == owner_host && !process_alive(pid);
+                if (!expired && !dead) {
+                    exec("COMMIT");
+                    return Claim::held;
+                }
+            }
+            auto take = prepare("INSERT OR REPLACE INTO claims (key, host, pid, expires_at) VALUES (?, ?, ?, ?)");
+            sqlite3_bind_text(take.get(), 1, hex.c_str(), -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(take.get(), 2, host.c_str(), -1, SQLITE_TRANSIENT);
+            sqlite3_bind_int64(take.get(), 3, ::getpid());
+            sqlite3_bind_int64(take.get(), 4, now + ttl.count());
+            if (const int rc = step(take.get()); rc != SQLITE_DONE) fail(rc, "taking a claim");
+        } catch (...) {
+            sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+            throw;
+        }
+        exec("COMMIT");
+        return Claim::owned;
     }
 
     /// INSERT OR REPLACE of one entry, inside the caller's transaction.
@@ -424,7 +554,28 @@ Cache::Cache(const fs::path& directory) : impl_(std::make_unique<Impl>()) {
     try {
         impl_->open();
     } catch (const SqlFailure& failure) {
-        impl_->to_memory(failure);
+        impl_->recover(failure);
+    }
+}
+
+Cache::Claim Cache::claim(const CacheKey& key, std::chrono::seconds ttl) {
+    std::lock_guard lock(impl_->mutex);
+    if (impl_->memory.contains(key)) return Claim::present;
+    if (!impl_->db || impl_->read_only) return Claim::unshared;
+    try {
+        return impl_->claim(key, ttl);
+    } catch (const SqlFailure& failure) {
+        impl_->recover(failure);
+        return Claim::unshared;
+    }
+}
+
+void Cache::release(const CacheKey& key) noexcept {
+    std::lock_guard lock(impl_->mutex);
+    if (!impl_->db || impl_->read_only) return;
+    try {
+        impl_->drop_claim(key);
+    } catch (const SqlFailure&) {  // an unreleased claim expires, or dies with this process
     }
 }
 
@@ -451,7 +602,7 @@ std::optional<CacheEntry> Cache::find(const CacheKey& key, Blobs blobs) {
     try {
         return impl_->read(key, blobs);
     } catch (const SqlFailure& failure) {
-        impl_->to_memory(failure);
+        impl_->recover(failure);
         return std::nullopt;
     }
 }
@@ -464,7 +615,15 @@ void Cache::store(const CacheEntry& entry) {
             impl_->memory.erase(entry.key);
             return;
         } catch (const SqlFailure& failure) {
-            impl_->to_memory(failure);
+            impl_->recover(failure);
+            if (impl_->db) {  // set aside and reopened: store into the fresh database
+                try {
+                    impl_->write(entry);
+                    return;
+                } catch (const SqlFailure& again) {
+                    impl_->to_memory(again);
+                }
+            }
         }
     }
     impl_->memory.insert_or_assign(entry.key, entry);

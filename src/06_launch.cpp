@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <kjit/error.hpp>
@@ -28,6 +29,10 @@ struct DeviceKeyHash {
 
 std::atomic<std::uint64_t> next_runtime_id{1};
 
+/// How long a compile claim stands when its owner neither stores nor dies (e.g. it hangs, or
+/// runs on another host sharing the database): far longer than any compile.
+constexpr std::chrono::seconds claim_lifetime{600};
+
 }  // namespace
 
 struct Runtime::Impl {
@@ -43,21 +48,55 @@ struct Runtime::Impl {
         const CacheKey key = kernel.key(options);
         Origin origin = Origin::memory;
         auto [entry, shared] = compiled.get(key, [&] {
-            if (auto hit = cache.find(key)) {
+            if (auto hit = shared_entry(kernel, options, key)) {
                 origin = Origin::cache;
+                return hit;
+            }
+            origin = Origin::compiled;
+            try {
+                auto e = std::make_shared<CacheEntry>(make_cache_entry(kernel, options, kjit::compile(kernel, options)));
+                ++compiles;
+                cache.store(*e);  // releases the claim
+                detail::debug(fmt::format("compiled {} for {} in {:.1f} ms", kernel.id(), e->arch, e->compiled.compile_ms));
+                return std::shared_ptr<const CacheEntry>(std::move(e));
+            } catch (...) {
+                cache.release(key);  // let another process try (and report its own error)
+                throw;
+            }
+        });
+        if (shared) ++memory_hits;
+        return {std::move(entry), origin};
+    }
+
+    /// The entry from SQLite, or null once this process holds the claim to compile it. While
+    /// another live process holds the claim, waits for its entry: NVRTC runs once per key
+    /// across every process sharing the database.
+    std::shared_ptr<const CacheEntry> shared_entry(const Kernel& kernel, const CompileOptions& options,
+                                                   const CacheKey& key) {
+        auto poll = std::chrono::milliseconds(2);
+        for (bool announced = false;; poll = std::min(poll * 2, std::chrono::milliseconds(100))) {
+            if (auto hit = cache.find(key)) {
                 ++cache_hits;
                 detail::debug(fmt::format("cache hit {} ({}) for {}", kernel.id(), key.hex(), options.arch.name()));
                 return std::make_shared<const CacheEntry>(*std::move(hit));
             }
-            origin = Origin::compiled;
-            auto e = std::make_shared<CacheEntry>(make_cache_entry(kernel, options, kjit::compile(kernel, options)));
-            ++compiles;
-            cache.store(*e);
-            detail::debug(fmt::format("compiled {} for {} in {:.1f} ms", kernel.id(), e->arch, e->compiled.compile_ms));
-            return std::shared_ptr<const CacheEntry>(std::move(e));
-        });
-        if (shared) ++memory_hits;
-        return {std::move(entry), origin};
+            switch (cache.claim(key, claim_lifetime)) {
+                case Cache::Claim::owned:
+                case Cache::Claim::unshared: return nullptr;
+                case Cache::Claim::present:  // stored between find and claim; a row find() refused is replaced
+                    if (auto hit = cache.find(key)) {
+                        ++cache_hits;
+                        return std::make_shared<const CacheEntry>(*std::move(hit));
+                    }
+                    return nullptr;
+                case Cache::Claim::held:
+                    if (!announced)
+                        detail::debug(fmt::format("{} for {} is being compiled by another process: waiting",
+                                                  kernel.id(), options.arch.name()));
+                    announced = true;
+                    std::this_thread::sleep_for(poll);
+            }
+        }
     }
 
     /// What loading needs: the entry this process already holds, else the cubin alone from

@@ -2,11 +2,20 @@
 //   kjit_test_helper key                     the key of axpby<f32,256,4> for sm_90
 //   kjit_test_helper warm DIR ITEMS...       compiles axpby<f32,256,ITEMS> into DIR; prints NVRTC runs
 //   kjit_test_helper flip FILE               flips one byte inside the first stored cubin of a cache file
+//   kjit_test_helper warm-list DIR THREADS N [FSIZE]
+//       compiles scale<1..N> for sm_90 into DIR with THREADS threads through one Runtime; with
+//       FSIZE, first limits the size of any file it writes to FSIZE bytes (RLIMIT_FSIZE: a full
+//       disk). Prints "compiles=C warnings=W persistent=P"; exits 0 unless a compile failed.
+#include <signal.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "support.hpp"
 
@@ -33,7 +42,40 @@ int main(int argc, char** argv) try {
         sqlite3_close(db);
         return rc == SQLITE_OK && changed == 1 ? 0 : 1;
     }
-    std::fprintf(stderr, "usage: kjit_test_helper key | warm DIR ITEMS... | flip FILE\n");
+    if (command == "warm-list" && (argc == 5 || argc == 6)) {
+        if (argc == 6) {
+            ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG
+            const rlimit limit{std::strtoull(argv[5], nullptr, 10), std::strtoull(argv[5], nullptr, 10)};
+            if (setrlimit(RLIMIT_FSIZE, &limit) != 0) return 3;
+        }
+        std::atomic<int> warnings{0};
+        kjit::set_log_sink([&](kjit::LogLevel level, std::string_view message) {
+            if (level == kjit::LogLevel::warning) ++warnings, std::fprintf(stderr, "warning: %.*s\n",
+                                                                           static_cast<int>(message.size()), message.data());
+        });
+        kjit::Runtime runtime(argv[2]);
+        const int n = std::atoi(argv[4]);
+        std::atomic<int> next{0}, failures{0};
+        std::vector<std::thread> threads(std::atoi(argv[3]));
+        for (auto& t : threads)
+            t = std::thread([&] {
+                for (int i; (i = next++) < n;) {
+                    try {
+                        (void)runtime.compile(kjit::test::scale_kernel("", i + 1), kjit::test::options_for("sm_90"));
+                    } catch (const std::exception& e) {
+                        ++failures;
+                        std::fprintf(stderr, "kjit_test_helper: %s\n", e.what());
+                    }
+                }
+            });
+        for (auto& t : threads) t.join();
+        std::printf("compiles=%llu warnings=%d persistent=%d\n",
+                    static_cast<unsigned long long>(runtime.stats().compiles), warnings.load(),
+                    runtime.cache().persistent() ? 1 : 0);
+        std::fflush(stdout);
+        return failures ? 1 : 0;
+    }
+    std::fprintf(stderr, "usage: kjit_test_helper key | warm DIR ITEMS... | flip FILE | warm-list DIR THREADS N [FSIZE]\n");
     return 2;
 } catch (const std::exception& e) {
     std::fprintf(stderr, "kjit_test_helper: %s\n", e.what());

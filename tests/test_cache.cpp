@@ -183,17 +183,64 @@ TEST_CASE("a directory that cannot be created: works from memory, warns once") {
     CHECK(log.warnings()[0].find("Working from memory") != std::string::npos);
 }
 
-TEST_CASE("a file that is not a database: works from memory, warns once, leaves the file alone") {
+namespace {
+
+/// The files beside the database whose name starts with `kjit.sqlite3.damaged-`.
+std::vector<fs::path> set_aside_files(const fs::path& dir) {
+    std::vector<fs::path> found;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().filename().string().starts_with(std::string(Cache::file_name) + ".damaged-") &&
+            e.path().extension() != ".sqlite3-wal")
+            found.push_back(e.path());
+    return found;
+}
+
+/// A damaged file at the cache path is kept (moved aside, bytes unchanged), a fresh database
+/// takes its place, and one warning names both paths.
+void check_set_aside(const fs::path& dir, const std::string& original) {
+    test::LogCapture log;
+    {
+        Cache cache(dir);
+        CHECK(cache.persistent());
+        cache.store(sample_entry());
+        CHECK(cache.find(sample_entry().key).has_value());
+    }
+    CHECK(Cache(dir).find(sample_entry().key).has_value());  // the fresh database kept it
+    const auto aside = set_aside_files(dir);
+    REQUIRE(aside.size() == 1);
+    CHECK(file_bytes(aside[0]) == original);
+    REQUIRE(log.warnings().size() == 1);
+    CHECK(log.warnings()[0].find((dir / Cache::file_name).string()) != std::string::npos);
+    CHECK(log.warnings()[0].find(aside[0].string()) != std::string::npos);
+    CHECK(log.warnings()[0].find("started a fresh one") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("a file that is not a database is moved aside, not deleted, and a fresh database created") {
     test::TempDir dir;
     const std::string garbage(4096, 'x');
     std::ofstream(dir.path() / Cache::file_name, std::ios::binary) << garbage;
-    test::LogCapture log;
-    Cache cache(dir.path());
-    CHECK_FALSE(cache.persistent());
-    cache.store(sample_entry());
-    CHECK(cache.find(sample_entry().key).has_value());
-    CHECK(log.warnings().size() == 1);
-    CHECK(file_bytes(dir.path() / Cache::file_name) == garbage);
+    check_set_aside(dir.path(), garbage);
+}
+
+TEST_CASE("a truncated database is moved aside, not deleted, and a fresh database created") {
+    test::TempDir dir;
+    {
+        Cache cache(dir.path());
+        for (std::uint64_t salt = 10; salt < 40; ++salt) {
+            CacheEntry e = sample_entry(salt);
+            e.compiled.ptx.assign(20'000, static_cast<char>('a' + salt % 26));  // spill onto many pages
+            cache.store(e);
+        }
+        cache.close();
+    }
+    const fs::path path = dir.path() / Cache::file_name;
+    const std::string whole = file_bytes(path);
+    REQUIRE(whole.size() > 200'000);
+    const std::string half = whole.substr(0, whole.size() / 2);
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << half;
+    check_set_aside(dir.path(), half);
 }
 
 TEST_CASE("a database from a newer schema is left untouched") {

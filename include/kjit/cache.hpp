@@ -1,5 +1,6 @@
 // kjit/cache.hpp — the SQLite kernel cache: one database file, checksummed entries.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -73,8 +74,22 @@ public:
     /// The entry, if present and every checksum read matches. A checksum mismatch counts as a
     /// miss and logs a warning; the next store() replaces the bad row.
     [[nodiscard]] std::optional<CacheEntry> find(const CacheKey& key, Blobs blobs = Blobs::all);
-    /// Writes the entry in one transaction (replacing any row with the same key).
+    /// Writes the entry in one transaction (replacing any row with the same key), and drops any
+    /// claim on its key in the same transaction.
     void store(const CacheEntry& entry);
+
+    /// Cross-process single-flight for compiles: before compiling a missing key, a process
+    /// claims it (a row naming host, pid and an expiry). Others see `held` and wait for the
+    /// entry; a claim whose owner died (same host) or expired is taken over.
+    enum class Claim {
+        owned,    ///< this process claimed the key: compile, then store() (which releases it)
+        held,     ///< another live process is compiling it: wait, then find() again
+        present,  ///< the entry is there now: find() it
+        unshared, ///< no shared database (memory mode or read-only): compile without a claim
+    };
+    [[nodiscard]] Claim claim(const CacheKey& key, std::chrono::seconds ttl);
+    /// Gives up this process's claim (a compile that failed), so another may try.
+    void release(const CacheKey& key) noexcept;
 
     // ---- management (kjit cache …); these need a usable database and throw Error otherwise ----
 
