@@ -76,7 +76,17 @@ usage)  # usage errors exit 2 and say what to do
   contains "is not a kjit cache"
   expect 2 "$kjit" cache import "$dir/missing-file" --cache-dir "$dir"
   expect 2 "$kjit" run conv2d_bn_silu --batch -3 --cin 8 --cout 8 --hw 4 4
+  contains "Value -3 not in range"
   expect 2 "$kjit" run conv2d_bn_silu --batch 1 --cin x --cout 8 --hw 4 4
+  contains "cin"
+  expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/no-such-file.json" --cache-dir "$dir"
+  contains "File does not exist"
+  echo '{"layers": [{"batch": 4294967297, "cin": 8, "cout": 8, "hw": [4, 4]}]}' >"$dir/huge.json"
+  expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/huge.json" --cache-dir "$dir"
+  contains "fits 32 bits"
+  echo '{"layers": [{"batch": 1, "cin": 8, "cout": 8, "hw": [4, 4], "pad": -1}]}' >"$dir/negative.json"
+  expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/negative.json" --cache-dir "$dir"
+  contains "layer 1: pad = -1"
   expect 2 "$kjit" frobnicate
   echo '{"layers": [{"batch": 1, "cin": 8}]}' >"$dir/bad.json"
   expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/bad.json" --cache-dir "$dir"

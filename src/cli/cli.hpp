@@ -1,7 +1,10 @@
 // The kjit command line: one file per subcommand; this header holds what they share.
 #pragma once
 #include <filesystem>
+#include <limits>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -22,12 +25,36 @@ struct Common {
 };
 
 void add_common_options(CLI::App& sub, Common& common, bool json);
+
+/// Checks for integer options that must fit an int: "Value -3 not in range [1 - 2147483647]".
+inline const CLI::Range positive_int{1, std::numeric_limits<int>::max(), "POSITIVE"};
+inline const CLI::Range non_negative_int{0, std::numeric_limits<int>::max(), "NON-NEGATIVE"};
 /// The cache directory the options and environment select.
 [[nodiscard]] std::filesystem::path cache_directory(const Common& common);
 /// The runtime over that directory, made once per process.
 [[nodiscard]] Runtime& runtime(const Common& common);
 /// The local GPU's arch, or a UsageError telling the user to pass --arch.
 [[nodiscard]] Arch local_arch_or_explain(std::string_view what);
+
+/// One conv layer to run or tune.
+struct Layer {
+    Conv2dAttrs attrs;
+    Conv2dShape shape;
+};
+
+/// A layer's numbers as the command line or a shapes file gives them.
+struct LayerSpec {
+    int batch = 1, cin = 0, cout = 0, height = 0, width = 0;
+    int kernel_h = 1, kernel_w = 1, stride = 1, pad = 0, groups = 1;
+};
+/// The layer, validated: UsageError says which number is wrong and why.
+[[nodiscard]] Layer make_layer(const LayerSpec& spec);
+
+/// Layers from the text of a shapes file (untrusted bytes, fuzzed: tests/fuzz):
+/// {"layers": [{"batch": 1, "cin": 64, "cout": 64, "hw": [56, 56], "kernel_size": [3, 3],
+/// "stride": 1, "pad": 1, "groups": 1}, …]}; kernel_size, stride, pad and groups are optional.
+/// `source` names the file in errors.
+[[nodiscard]] std::vector<Layer> parse_layers(std::string_view text, const std::string& source);
 
 void add_warm(CLI::App& app, int& exit_code);
 void add_ptx(CLI::App& app, int& exit_code);

@@ -3,16 +3,12 @@
 #include <algorithm>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "cli.hpp"
 
 namespace kjit::cli {
 namespace {
-
-struct Layer {
-    Conv2dAttrs attrs;
-    Conv2dShape shape;
-};
 
 struct RunOptions {
     Common common;
@@ -24,43 +20,18 @@ struct RunOptions {
 };
 
 Layer layer_of(const RunOptions& o) {
-    if (o.cin <= 0 || o.cout <= 0 || o.batch <= 0 || o.hw.size() != 2 || o.hw[0] <= 0 || o.hw[1] <= 0)
-        throw UsageError("give the layer: --batch B --cin K --cout N --hw H W, all positive");
-    Layer l{{.kernel_h = o.kernel_size[0], .kernel_w = o.kernel_size[1], .stride_h = o.stride, .stride_w = o.stride,
-             .pad_h = o.pad, .pad_w = o.pad, .groups = o.groups},
-            {o.batch, o.cin, o.hw[0], o.hw[1], o.cout}};
-    (void)conv2d_output_size(l.attrs, l.shape);  // validates, saying what is wrong
-    return l;
+    if (o.hw.size() != 2) throw UsageError("give the layer: --batch B --cin K --cout N --hw H W, all positive");
+    return make_layer({.batch = o.batch, .cin = o.cin, .cout = o.cout, .height = o.hw[0], .width = o.hw[1],
+                       .kernel_h = o.kernel_size[0], .kernel_w = o.kernel_size[1], .stride = o.stride, .pad = o.pad,
+                       .groups = o.groups});
 }
 
-/// Layers from a JSON file: [{"batch": 1, "cin": 64, "cout": 64, "hw": [56, 56], "kernel_size": [3, 3],
-/// "stride": 1, "pad": 1, "groups": 1}, …]; kernel_size, stride, pad and groups are optional.
 std::vector<Layer> layers_from(const std::string& file) {
-    std::ifstream in(file);
-    if (!in) throw UsageError(fmt::format("--shapes {}: cannot read the file", file));
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(in);
-        std::vector<Layer> layers;
-        for (const auto& s : j.at("layers")) {
-            RunOptions o;
-            o.batch = s.at("batch").get<int>();
-            o.cin = s.at("cin").get<int>();
-            o.cout = s.at("cout").get<int>();
-            o.hw = s.at("hw").get<std::vector<int>>();
-            o.kernel_size = s.value("kernel_size", std::vector<int>{1, 1});
-            o.stride = s.value("stride", 1);
-            o.pad = s.value("pad", 0);
-            o.groups = s.value("groups", 1);
-            if (o.kernel_size.size() != 2) throw UsageError("kernel_size takes two numbers");
-            layers.push_back(layer_of(o));
-        }
-        return layers;
-    } catch (const nlohmann::json::exception& e) {
-        throw UsageError(fmt::format("--shapes {}: {} (expected {{\"layers\": [{{\"batch\": 1, \"cin\": 64, \"cout\": "
-                                     "64, \"hw\": [56, 56], …}}]}})",
-                                     file, e.what()));
-    }
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw UsageError(fmt::format("--shapes {}: cannot read the file (does it exist?)", file));
+    std::ostringstream text;
+    text << in.rdbuf();
+    return parse_layers(text.str(), "--shapes " + file);
 }
 
 /// Device buffers of one layer, filled with fresh random values.
@@ -225,17 +196,17 @@ int tune(const RunOptions& o) {
 
 void add_layer_options(CLI::App& sub, RunOptions& o) {
     sub.add_option("op", o.op, "The op: conv2d_bn_silu")->required();
-    sub.add_option("--batch", o.batch, "Batch size")->check(CLI::PositiveNumber);
-    sub.add_option("--cin", o.cin, "Input channels")->check(CLI::PositiveNumber);
-    sub.add_option("--cout", o.cout, "Output channels")->check(CLI::PositiveNumber);
-    sub.add_option("--hw", o.hw, "Input height and width")->expected(2)->check(CLI::PositiveNumber);
+    sub.add_option("--batch", o.batch, "Batch size")->check(positive_int);
+    sub.add_option("--cin", o.cin, "Input channels")->check(positive_int);
+    sub.add_option("--cout", o.cout, "Output channels")->check(positive_int);
+    sub.add_option("--hw", o.hw, "Input height and width")->expected(2)->check(positive_int);
     sub.add_option("--kernel-size", o.kernel_size, "Kernel height and width (default 1 1)")
         ->expected(2)
-        ->check(CLI::PositiveNumber);
-    sub.add_option("--stride", o.stride, "Stride (default 1)")->check(CLI::PositiveNumber);
-    sub.add_option("--pad", o.pad, "Padding (default 0)")->check(CLI::NonNegativeNumber);
-    sub.add_option("--groups", o.groups, "Groups (default 1)")->check(CLI::PositiveNumber);
-    sub.add_option("--iters", o.iters, "Timed graph replays (default 100)")->check(CLI::PositiveNumber);
+        ->check(positive_int);
+    sub.add_option("--stride", o.stride, "Stride (default 1)")->check(positive_int);
+    sub.add_option("--pad", o.pad, "Padding (default 0)")->check(non_negative_int);
+    sub.add_option("--groups", o.groups, "Groups (default 1)")->check(positive_int);
+    sub.add_option("--iters", o.iters, "Timed graph replays (default 100)")->check(positive_int);
 }
 
 }  // namespace

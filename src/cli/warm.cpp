@@ -107,7 +107,7 @@ void add_warm(CLI::App& app, int& exit_code) {
     add_common_options(*sub, o.common, true);
     sub->add_option("--arch", o.archs, "Target arch, e.g. sm_90 (repeatable; default: the local GPU's)");
     sub->add_option("--kernel", o.kernels, "Only this kernel family (repeatable)");
-    sub->add_option("-j,--jobs", o.jobs, "Parallel compiles (default: the core count)")->check(CLI::PositiveNumber);
+    sub->add_option("-j,--jobs", o.jobs, "Parallel compiles (default: the core count)")->check(positive_int);
     sub->callback([&exit_code] { exit_code = warm(o); });
 }
 

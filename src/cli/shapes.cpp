@@ -1,0 +1,83 @@
+// Layers for kjit run / tune: from command-line numbers or a shapes file (JSON, untrusted).
+#include <climits>
+
+#include "cli.hpp"
+
+namespace kjit::cli {
+
+Layer make_layer(const LayerSpec& s) {
+    const std::pair<const char*, int> positive[] = {{"batch", s.batch},        {"cin", s.cin},
+                                                    {"cout", s.cout},          {"height", s.height},
+                                                    {"width", s.width},        {"kernel height", s.kernel_h},
+                                                    {"kernel width", s.kernel_w}, {"stride", s.stride},
+                                                    {"groups", s.groups}};
+    for (const auto& [name, value] : positive)
+        if (value <= 0) throw UsageError(fmt::format("{} = {}: it must be a positive number", name, value));
+    if (s.pad < 0) throw UsageError(fmt::format("pad = {}: it must not be negative", s.pad));
+    Layer l{{.kernel_h = s.kernel_h, .kernel_w = s.kernel_w, .stride_h = s.stride, .stride_w = s.stride,
+             .pad_h = s.pad, .pad_w = s.pad, .groups = s.groups},
+            {s.batch, s.cin, s.height, s.width, s.cout}};
+    (void)conv2d_output_size(l.attrs, l.shape);  // validates the combination, saying what is wrong
+    return l;
+}
+
+namespace {
+
+/// An integer field that fits an int (JSON numbers may be anything: floats, 2^64, negative).
+int int_field(const nlohmann::json& layer, const char* name, std::optional<int> fallback = std::nullopt) {
+    if (!layer.contains(name)) {
+        if (fallback) return *fallback;
+        throw UsageError(fmt::format("\"{}\" is missing", name));
+    }
+    const auto& v = layer.at(name);
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > INT_MAX) ||
+        (!v.is_number_unsigned() && (v.get<std::int64_t>() > INT_MAX || v.get<std::int64_t>() < INT_MIN)))
+        throw UsageError(fmt::format("\"{}\" is {}: it must be a whole number that fits 32 bits", name, v.dump()));
+    return v.get<int>();
+}
+
+/// Two integers, e.g. "hw": [56, 56].
+std::pair<int, int> pair_field(const nlohmann::json& layer, const char* name, std::optional<std::pair<int, int>> fallback) {
+    if (!layer.contains(name)) {
+        if (fallback) return *fallback;
+        throw UsageError(fmt::format("\"{}\" is missing", name));
+    }
+    const auto& v = layer.at(name);
+    if (!v.is_array() || v.size() != 2)
+        throw UsageError(fmt::format("\"{}\" is {}: it takes two numbers, e.g. [56, 56]", name, v.dump()));
+    const nlohmann::json pair{{"first", v[0]}, {"second", v[1]}};
+    return {int_field(pair, "first"), int_field(pair, "second")};
+}
+
+}  // namespace
+
+std::vector<Layer> parse_layers(std::string_view text, const std::string& source) {
+    const auto example = R"(expected {"layers": [{"batch": 1, "cin": 64, "cout": 64, "hw": [56, 56]}, …]})";
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw UsageError(fmt::format("{}: not valid JSON: {} ({})", source, e.what(), example));
+    }
+    if (!j.is_object() || !j.contains("layers") || !j["layers"].is_array())
+        throw UsageError(fmt::format("{}: no \"layers\" list ({})", source, example));
+    if (j["layers"].empty()) throw UsageError(fmt::format("{}: the \"layers\" list is empty", source));
+    std::vector<Layer> layers;
+    for (std::size_t i = 0; i < j["layers"].size(); ++i) {
+        const auto& l = j["layers"][i];
+        try {
+            if (!l.is_object()) throw UsageError("it is not an object");
+            const auto [h, w] = pair_field(l, "hw", std::nullopt);
+            const auto [kh, kw] = pair_field(l, "kernel_size", std::pair{1, 1});
+            layers.push_back(make_layer({.batch = int_field(l, "batch"), .cin = int_field(l, "cin"),
+                                         .cout = int_field(l, "cout"), .height = h, .width = w, .kernel_h = kh,
+                                         .kernel_w = kw, .stride = int_field(l, "stride", 1),
+                                         .pad = int_field(l, "pad", 0), .groups = int_field(l, "groups", 1)}));
+        } catch (const UsageError& e) {
+            throw UsageError(fmt::format("{}: layer {}: {}", source, i + 1, e.what()));
+        }
+    }
+    return layers;
+}
+
+}  // namespace kjit::cli
