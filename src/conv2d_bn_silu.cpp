@@ -462,7 +462,9 @@ std::unique_ptr<RuntimeOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const C
     // covers the device twice.
     const int block_ow = ow >= 48 ? 64 : ow >= 24 ? 32 : 16;
     int block_oc = 64;
-    auto blocks = [&](int oc) { return 1LL * ((ow + block_ow - 1) / block_ow) * oh * s.batch * ((s.c_out + oc - 1) / oc); };
+    auto blocks = [&, oh = oh, ow = ow](int oc) {
+        return 1LL * ((ow + block_ow - 1) / block_ow) * oh * s.batch * ((s.c_out + oc - 1) / oc);
+    };
     while (block_oc > 16 && (blocks(block_oc) < 2LL * device.multiprocessors || block_oc / 2 >= s.c_out)) block_oc /= 2;
     if (Conv2dBnSiluDirectForward::threads({block_oc, block_ow}) < 32) block_oc = 32;
     return std::make_unique<Conv2dBnSiluDirectForward>(block_oc, block_ow, a, s, device.max_shared_bytes);

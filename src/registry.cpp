@@ -74,7 +74,8 @@ Kernel find_shipped_kernel(std::string_view name, std::span<const std::pair<std:
     const auto configurations = family->configurations();
     const auto& declared = configurations.front().constants();
     std::set<std::string> given;
-    for (const auto& [constant, value] : constants) {
+    for (const auto& entry : constants) {
+        const std::string& constant = entry.first;
         if (std::none_of(declared.begin(), declared.end(), [&](const Constant& c) { return c.name == constant; })) {
             std::vector<std::string> names;
             for (const auto& c : declared) names.push_back(c.name);

@@ -37,6 +37,9 @@ struct CompileResult {
 
 /// An entry point loaded on a device.
 struct LoadedKernel {
+    LoadedKernel(Module loaded_module, CUfunc_st* entry_function, std::shared_ptr<const CacheEntry> cache_entry) noexcept
+        : module(std::move(loaded_module)), function(entry_function), entry(std::move(cache_entry)) {}
+
     Module module;
     CUfunc_st* function;
     std::shared_ptr<const CacheEntry> entry;

@@ -56,7 +56,7 @@ std::vector<Layer> parse_layers(std::string_view text, const std::string& source
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
         throw UsageError(fmt::format("{}: not valid JSON: {} ({})", source, e.what(), example));
     }
     if (!j.is_object() || !j.contains("layers") || !j["layers"].is_array())
