@@ -1,8 +1,10 @@
 // Test helpers: temporary directories, captured log messages, the kernels the tests use.
 #pragma once
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -71,6 +73,16 @@ inline Kernel scale_kernel(const std::string& body_extra = "", int factor = 2) {
     return Kernel(KernelSpec{"scale", {{"FACTOR", std::int64_t{factor}}},
                              {{"in", {Scalar::f32, true}}, {"out", {Scalar::f32, true}}, {"n", {Scalar::i32}}}},
                   body);
+}
+
+/// The configurations a GPU test covers: all of them, or where KJIT_GPU_TEST_SAMPLE is set (the
+/// compute-sanitizer runs, scripts/gpu-sanitize) the first and the last, which differ in every
+/// tile dimension.
+template <class T>
+std::vector<T> configurations_to_test(std::span<const T> all) {
+    const char* sample = std::getenv("KJIT_GPU_TEST_SAMPLE");
+    if (!sample || !*sample || all.size() <= 2) return {all.begin(), all.end()};
+    return {all.front(), all.back()};
 }
 
 inline CompileOptions options_for(std::string_view arch) {

@@ -129,7 +129,7 @@ const std::vector<Case> gemm_cases = {
 }  // namespace
 
 TEST_CASE("GEMM kernel: every configuration on ragged shapes, TF32 path within 2e-3") {
-    for (const auto& t : GemmTiles::configurations()) {
+    for (const auto& t : test::configurations_to_test(GemmTiles::configurations())) {
         const Conv2dBnSiluGemmForward op(t.block_m, t.block_n, t.block_k, t.group_m);
         for (const auto& c : gemm_cases) {
             CAPTURE(op.id());
@@ -200,7 +200,7 @@ const std::vector<Case> general_cases = {
 }  // namespace
 
 TEST_CASE("implicit-GEMM kernel: every configuration over 3x3, strided, 5x5, 7x7, depthwise and grouped layers") {
-    for (const auto& t : GemmTiles::configurations())
+    for (const auto& t : test::configurations_to_test(GemmTiles::configurations()))
         for (const auto& c : general_cases) {
             const Conv2dBnSiluForward op(t, c.attrs, Device::get(0).max_shared_bytes_per_block());
             CAPTURE(op.id());
@@ -212,7 +212,7 @@ TEST_CASE("implicit-GEMM kernel: every configuration over 3x3, strided, 5x5, 7x7
 }
 
 TEST_CASE("direct kernel: every configuration over the same layers, fp32 within 1e-5") {
-    for (const auto& t : Conv2dBnSiluDirectForward::configurations())
+    for (const auto& t : test::configurations_to_test(Conv2dBnSiluDirectForward::configurations()))
         for (const auto& c : general_cases) {
             const Conv2dBnSiluDirectForward op(t.block_oc, t.block_ow, c.attrs, c.shape,
                                                Device::get(0).max_shared_bytes_per_block());
