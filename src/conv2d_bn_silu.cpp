@@ -13,36 +13,17 @@
 #include <kjit/error.hpp>
 
 #include "log.hpp"
+#include "op_checks.hpp"
 
 namespace kjit {
 namespace {
 
+using detail::as_i32;
+using detail::check_rank4;
+using detail::non_null;
+using detail::require;
+
 constexpr int gemm_stages = 3;  // kernels_src/conv2d_bn_silu_gemm_forward.cu: gemm::STAGES
-
-/// A size as the kernels' int32 arguments, or a UsageError saying which size is too large.
-std::int32_t as_i32(std::size_t v, std::string_view what) {
-    if (v > static_cast<std::size_t>(INT32_MAX))
-        throw UsageError(fmt::format("{} = {} does not fit the kernel's 32-bit size arguments (max {}): split the "
-                                     "batch or the layer",
-                                     what, v, INT32_MAX));
-    return static_cast<std::int32_t>(v);
-}
-
-/// Throws UsageError with the formatted message unless `ok`; formats nothing when it holds, so
-/// the checks cost nothing on the launch path.
-template <class... A>
-void require(bool ok, fmt::format_string<A...> message, A&&... args) {
-    if (!ok) throw UsageError(fmt::format(message, std::forward<A>(args)...));
-}
-
-void* non_null(void* p, std::string_view what) {
-    require(p != nullptr, "{} is a null pointer: pass a device buffer", what);
-    return p;
-}
-
-void check_rank4(ShapeView s, std::string_view what) {
-    require(s.size() == 4, "{} must be NCHW (4 dimensions), got {} dimensions", what, s.size());
-}
 
 /// x, the three parameters and y, checked and visited in kernel order.
 void visit_tensors(std::span<const Tensor> inputs, std::span<void* const> params, void* output, ArgVisitor& visitor) {

@@ -14,7 +14,7 @@ namespace kjit::detail {
     X(cuStreamSynchronize) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)               \
     X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)       \
     X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch)                \
-    X(cuGraphExecDestroy) X(cuGraphDestroy)
+    X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuMemcpy2DAsync) X(cuMemsetD8)
 
 /// Function pointers into libcuda, typed from cuda.h's own prototypes.
 struct Driver {

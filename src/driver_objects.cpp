@@ -173,6 +173,26 @@ void DeviceBuffer::download(std::span<std::byte> host, std::size_t offset) const
     KJIT_CU(cuMemcpyDtoH, host.data(), static_cast<CUdeviceptr>(address_ + offset), host.size());
 }
 
+void DeviceBuffer::fill(std::uint8_t value) {
+    device_.make_current();
+    KJIT_CU(cuMemsetD8, static_cast<CUdeviceptr>(address_), value, bytes_);
+}
+
+void copy_2d_async(const Stream& stream, std::uint64_t dst, std::size_t dst_pitch, std::uint64_t src,
+                   std::size_t src_pitch, std::size_t row_bytes, std::size_t rows) {
+    CUDA_MEMCPY2D copy{};
+    copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.srcDevice = static_cast<CUdeviceptr>(src);
+    copy.srcPitch = src_pitch;
+    copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.dstDevice = static_cast<CUdeviceptr>(dst);
+    copy.dstPitch = dst_pitch;
+    copy.WidthInBytes = row_bytes;
+    copy.Height = rows;
+    stream.device().make_current();
+    KJIT_CU(cuMemcpy2DAsync, &copy, stream.handle());
+}
+
 // ---- Event ----------------------------------------------------------------------------------
 
 Event::Event(const Device& device) : device_(device) {

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <kjit/conv.hpp>
+#include <kjit/ops.hpp>
 #include <kjit/error.hpp>
 #include <kjit/registry.hpp>
 
@@ -49,6 +50,12 @@ std::vector<Kernel> direct_configurations() {
     return kernels;
 }
 
+/// One configuration each: the elementwise ops take every size at run time.
+template <class Op, auto... Args>
+std::vector<Kernel> single_configuration() {
+    return {Op(Args...)};
+}
+
 const KernelFamily families[] = {
     {"axpby", "y = alpha*x + beta*y over n elements (f32, i32)", axpby_configurations},
     {"conv2d_bn_silu_gemm_forward", "1x1 Conv2d + BatchNorm + SiLU as a TF32 tensor-core GEMM", gemm_configurations},
@@ -57,6 +64,10 @@ const KernelFamily families[] = {
      implicit_gemm_configurations},
     {"conv2d_bn_silu_direct_forward", "Conv2d + BatchNorm + SiLU computed directly in fp32 (depthwise, narrow groups)",
      direct_configurations},
+    {"add", "y = a + b (residual connections)", single_configuration<AddOp>},
+    {"concat_channels", "one input of a concatenation along channels", single_configuration<ConcatChannelsOp, 1>},
+    {"maxpool2d", "max pooling, any window, stride and padding", single_configuration<MaxPool2dOp, 5, 1, 2>},
+    {"upsample_nearest2d", "nearest-neighbour upsampling by 2", single_configuration<UpsampleNearest2dOp, 2>},
 };
 
 }  // namespace

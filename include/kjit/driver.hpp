@@ -103,6 +103,8 @@ public:
     void upload(std::span<const T> host, std::size_t offset = 0) { upload(std::as_bytes(host), offset); }
     template <class T>
     void download(std::span<T> host, std::size_t offset = 0) const { download(std::as_writable_bytes(host), offset); }
+    /// Sets every byte to `value` (synchronous).
+    void fill(std::uint8_t value);
 
 private:
     Device device_;
@@ -163,6 +165,11 @@ private:
     static Graph end_capture(const Stream& stream);
     CUgraphExec_st* exec_ = nullptr;
 };
+
+/// Enqueues a 2-D device-to-device copy on `stream`: `rows` rows of `row_bytes`, read every
+/// `src_pitch` bytes from `src` and written every `dst_pitch` bytes to `dst`.
+void copy_2d_async(const Stream& stream, std::uint64_t dst, std::size_t dst_pitch, std::uint64_t src,
+                   std::size_t src_pitch, std::size_t row_bytes, std::size_t rows);
 
 /// How a module's code got onto the device.
 enum class LoadPath { cubin, ptx };

@@ -8,6 +8,7 @@
 #include <kjit/error.hpp>
 #include <kjit/kernel.hpp>
 #include <kjit/log.hpp>
+#include <kjit/ops.hpp>
 #include <kjit/registry.hpp>
 #include <kjit/runtime.hpp>
 #include <kjit/runtime_op.hpp>

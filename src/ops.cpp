@@ -1,0 +1,186 @@
+// The elementwise ops around the convolutions: add, channel concat, max pooling, nearest
+// upsampling (kjit/ops.hpp). Each checks its tensors and packs its kernel's arguments.
+#include <algorithm>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <kjit/ops.hpp>
+
+#include "op_checks.hpp"
+
+namespace kjit {
+
+using detail::as_i32;
+using detail::check_rank4;
+using detail::elementwise_grid;
+using detail::non_null;
+using detail::require;
+
+namespace {
+
+constexpr std::int64_t block_constant = elementwise_block;
+
+std::size_t elements(ShapeView s) { return std::accumulate(s.begin(), s.end(), std::size_t{1}, std::multiplies<>()); }
+
+/// The kernels write tight rows: an executor must not ask for another stride.
+void require_tight(ShapeView output_shape, int output_row_stride, std::string_view op) {
+    require(output_shape.empty() || output_row_stride == static_cast<int>(output_shape.back()),
+            "{} writes tight rows: output_row_stride must be {}, not {}", op, output_shape.back(), output_row_stride);
+}
+
+}  // namespace
+
+// ---- add -------------------------------------------------------------------------------------------
+
+AddOp::AddOp() : TypedKernel("add", {{"BLOCK", block_constant}}, elementwise_block) {}
+
+Shape AddOp::compute_concrete_output_shape(std::span<const ShapeView> in, ShapeView) const {
+    require(in.size() == 2, "add takes 2 inputs, {} given", in.size());
+    require(std::ranges::equal(in[0], in[1]), "add needs equal shapes: [{}] and [{}]", fmt::join(in[0], ", "),
+            fmt::join(in[1], ", "));
+    return Shape(in[0].begin(), in[0].end());
+}
+
+void AddOp::pack_args(std::span<const Tensor> inputs, std::span<void* const>, void* output, ShapeView output_shape,
+                      int output_row_stride, ArgVisitor& visitor) const {
+    require(inputs.size() == 2, "add takes 2 inputs, {} given", inputs.size());
+    (void)compute_concrete_output_shape(std::array{inputs[0].shape, inputs[1].shape}, output_shape);
+    require(std::ranges::equal(inputs[0].shape, output_shape), "add: output shape [{}] differs from the inputs' [{}]",
+            fmt::join(output_shape, ", "), fmt::join(inputs[0].shape, ", "));
+    require_tight(output_shape, output_row_stride, "add");
+    visitor.visit_ptr(non_null(inputs[0].data, "input a"));
+    visitor.visit_ptr(non_null(inputs[1].data, "input b"));
+    visitor.visit_ptr(non_null(output, "output y"));
+    visitor.visit_i64(static_cast<std::int64_t>(elements(output_shape)));
+}
+
+Dims AddOp::grid(ShapeView output_shape) const { return elementwise_grid(elements(output_shape), elementwise_block); }
+
+// ---- concat along channels ---------------------------------------------------------------------------
+
+ConcatChannelsOp::ConcatChannelsOp(std::size_t n_inputs)
+    : TypedKernel("concat_channels", {{"BLOCK", block_constant}}, elementwise_block), n_inputs_(n_inputs) {
+    require(n_inputs >= 1, "concat needs at least one input");
+}
+
+Shape ConcatChannelsOp::compute_concrete_output_shape(std::span<const ShapeView> in, ShapeView) const {
+    require(in.size() == n_inputs_, "concat was made for {} inputs, {} given", n_inputs_, in.size());
+    std::size_t channels = 0;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        check_rank4(in[i], "a concat input");
+        require(in[i][0] == in[0][0] && in[i][2] == in[0][2] && in[i][3] == in[0][3],
+                "concat along channels needs equal batch and size: input {} is [{}], input 1 is [{}]", i + 1,
+                fmt::join(in[i], ", "), fmt::join(in[0], ", "));
+        channels += in[i][1];
+    }
+    return {in[0][0], channels, in[0][2], in[0][3]};
+}
+
+void ConcatChannelsOp::pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output,
+                                 ShapeView output_shape, int output_row_stride, ArgVisitor& visitor) const {
+    pack_args_for_launch(0, inputs, params, output, output_shape, output_row_stride, visitor);
+}
+
+void ConcatChannelsOp::pack_args_for_launch(std::size_t launch, std::span<const Tensor> inputs, std::span<void* const>,
+                                            void* output, ShapeView output_shape, int output_row_stride,
+                                            ArgVisitor& visitor) const {
+    require(launch < inputs.size(), "concat launch {} of {} inputs", launch, inputs.size());
+    std::vector<ShapeView> shapes;
+    for (const auto& t : inputs) shapes.push_back(t.shape);
+    const Shape expected = compute_concrete_output_shape(shapes, output_shape);
+    require(std::ranges::equal(expected, output_shape), "concat: output shape [{}] should be [{}]",
+            fmt::join(output_shape, ", "), fmt::join(expected, ", "));
+    require_tight(output_shape, output_row_stride, "concat");
+    std::size_t offset = 0;
+    for (std::size_t i = 0; i < launch; ++i) offset += inputs[i].shape[1];
+    const ShapeView src = inputs[launch].shape;
+    visitor.visit_ptr(non_null(inputs[launch].data, "a concat input"));
+    visitor.visit_ptr(non_null(output, "output y"));
+    visitor.visit_i32(as_i32(src[0], "B"));
+    visitor.visit_i32(as_i32(src[1], "C_SRC"));
+    visitor.visit_i32(as_i32(output_shape[1], "C_DST"));
+    visitor.visit_i32(as_i32(offset, "C_OFFSET"));
+    visitor.visit_i64(static_cast<std::int64_t>(src[2] * src[3]));
+}
+
+Dims ConcatChannelsOp::grid(ShapeView output_shape) const {
+    return elementwise_grid(elements(output_shape), elementwise_block);
+}
+
+Dims ConcatChannelsOp::grid_for_launch(std::size_t launch, std::span<const ShapeView> input_shapes, ShapeView) const {
+    require(launch < input_shapes.size(), "concat launch {} of {} inputs", launch, input_shapes.size());
+    return elementwise_grid(elements(input_shapes[launch]), elementwise_block);
+}
+
+// ---- max pooling -----------------------------------------------------------------------------------------
+
+MaxPool2dOp::MaxPool2dOp(int kernel, int stride, int pad)
+    : TypedKernel("maxpool2d", {{"BLOCK", block_constant}}, elementwise_block), kernel_(kernel), stride_(stride), pad_(pad) {
+    require(kernel >= 1 && stride >= 1 && pad >= 0 && pad <= kernel / 2,
+            "maxpool2d kernel {} stride {} pad {}: kernel and stride must be positive, 0 <= pad <= kernel / 2", kernel,
+            stride, pad);
+}
+
+Shape MaxPool2dOp::compute_concrete_output_shape(std::span<const ShapeView> in, ShapeView) const {
+    require(in.size() == 1, "maxpool2d takes 1 input, {} given", in.size());
+    check_rank4(in[0], "maxpool2d input");
+    const auto h = static_cast<long long>(in[0][2]) + 2 * pad_ - kernel_, w = static_cast<long long>(in[0][3]) + 2 * pad_ - kernel_;
+    require(h >= 0 && w >= 0, "maxpool2d: a {}x{} input with padding {} is smaller than the {}x{} window", in[0][2],
+            in[0][3], pad_, kernel_, kernel_);
+    return {in[0][0], in[0][1], static_cast<std::size_t>(h / stride_ + 1), static_cast<std::size_t>(w / stride_ + 1)};
+}
+
+void MaxPool2dOp::pack_args(std::span<const Tensor> inputs, std::span<void* const>, void* output,
+                            ShapeView output_shape, int output_row_stride, ArgVisitor& visitor) const {
+    require(inputs.size() == 1, "maxpool2d takes 1 input, {} given", inputs.size());
+    const Shape expected = compute_concrete_output_shape(std::array{inputs[0].shape}, output_shape);
+    require(std::ranges::equal(expected, output_shape), "maxpool2d: output shape [{}] should be [{}]",
+            fmt::join(output_shape, ", "), fmt::join(expected, ", "));
+    require_tight(output_shape, output_row_stride, "maxpool2d");
+    const ShapeView x = inputs[0].shape;
+    as_i32(elements(x), "input elements");
+    visitor.visit_ptr(non_null(inputs[0].data, "input x"));
+    visitor.visit_ptr(non_null(output, "output y"));
+    for (std::size_t v : {x[0], x[1], x[2], x[3], output_shape[2], output_shape[3]}) visitor.visit_i32(as_i32(v, "a size"));
+    visitor.visit_i32(kernel_);
+    visitor.visit_i32(stride_);
+    visitor.visit_i32(pad_);
+}
+
+Dims MaxPool2dOp::grid(ShapeView output_shape) const { return elementwise_grid(elements(output_shape), elementwise_block); }
+
+// ---- nearest upsampling -----------------------------------------------------------------------------------
+
+UpsampleNearest2dOp::UpsampleNearest2dOp(int scale)
+    : TypedKernel("upsample_nearest2d", {{"BLOCK", block_constant}, {"SCALE", std::int64_t{scale}}}, elementwise_block),
+      scale_(scale) {
+    require(scale >= 1 && scale <= 16, "upsample scale {} must be 1 to 16", scale);
+}
+
+Shape UpsampleNearest2dOp::compute_concrete_output_shape(std::span<const ShapeView> in, ShapeView) const {
+    require(in.size() == 1, "upsample_nearest2d takes 1 input, {} given", in.size());
+    check_rank4(in[0], "upsample input");
+    const auto s = static_cast<std::size_t>(scale_);
+    return {in[0][0], in[0][1], in[0][2] * s, in[0][3] * s};
+}
+
+void UpsampleNearest2dOp::pack_args(std::span<const Tensor> inputs, std::span<void* const>, void* output,
+                                    ShapeView output_shape, int output_row_stride, ArgVisitor& visitor) const {
+    require(inputs.size() == 1, "upsample_nearest2d takes 1 input, {} given", inputs.size());
+    const Shape expected = compute_concrete_output_shape(std::array{inputs[0].shape}, output_shape);
+    require(std::ranges::equal(expected, output_shape), "upsample_nearest2d: output shape [{}] should be [{}]",
+            fmt::join(output_shape, ", "), fmt::join(expected, ", "));
+    require_tight(output_shape, output_row_stride, "upsample_nearest2d");
+    as_i32(elements(output_shape), "output elements");
+    const ShapeView x = inputs[0].shape;
+    visitor.visit_ptr(non_null(inputs[0].data, "input x"));
+    visitor.visit_ptr(non_null(output, "output y"));
+    for (std::size_t v : {x[0], x[1], x[2], x[3]}) visitor.visit_i32(as_i32(v, "a size"));
+}
+
+Dims UpsampleNearest2dOp::grid(ShapeView output_shape) const {
+    return elementwise_grid(elements(output_shape), elementwise_block);
+}
+
+}  // namespace kjit
