@@ -108,6 +108,9 @@ no-gpu)  # run and tune need a GPU; without one they say so and exit 2
   contains "kjit tune needs a GPU"
   expect 2 "$kjit" warm --cache-dir "$dir"
   contains "pass --arch"
+  echo '{}' >"$dir/graph.json"; : >"$dir/w.safetensors"
+  expect 2 "$kjit" model run "$dir/graph.json" --weights "$dir/w.safetensors" --cache-dir "$dir"
+  contains "kjit model run needs a GPU"
   ;;
 *) fail "unknown case" ;;
 esac

@@ -33,6 +33,8 @@ inline const CLI::Range non_negative_int{0, std::numeric_limits<int>::max(), "NO
 [[nodiscard]] std::filesystem::path cache_directory(const Common& common);
 /// The runtime over that directory, made once per process.
 [[nodiscard]] Runtime& runtime(const Common& common);
+/// Device 0, or a NoDeviceError saying `kjit <command>` needs a GPU and why there is none.
+[[nodiscard]] Device gpu_or_explain(const char* command);
 /// The local GPU's arch, or a UsageError telling the user to pass --arch.
 [[nodiscard]] Arch local_arch_or_explain(std::string_view what);
 
@@ -60,5 +62,6 @@ void add_warm(CLI::App& app, int& exit_code);
 void add_ptx(CLI::App& app, int& exit_code);
 void add_run_and_tune(CLI::App& app, int& exit_code);
 void add_cache(CLI::App& app, int& exit_code);
+void add_model(CLI::App& app, int& exit_code);
 
 }  // namespace kjit::cli

@@ -24,6 +24,12 @@ Runtime& runtime(const Common& common) {
     return r;
 }
 
+Device gpu_or_explain(const char* command) {
+    if (const auto reason = device_unavailable_reason(); !reason.empty())
+        throw NoDeviceError(fmt::format("kjit {} needs a GPU: {}", command, reason));
+    return Device::get(0);
+}
+
 Arch local_arch_or_explain(std::string_view what) {
     if (device_count() > 0) return Device::get(0).arch();
     throw UsageError(fmt::format("there is no GPU here to take the arch from ({}): pass --arch, e.g. --arch sm_90, to "
@@ -47,6 +53,7 @@ int main(int argc, char** argv) {
     add_ptx(app, exit_code);
     add_run_and_tune(app, exit_code);
     add_cache(app, exit_code);
+    add_model(app, exit_code);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -105,12 +105,6 @@ double relative_error(const Layer& l, Tensors& t) {
     return std::isfinite(num) ? std::sqrt(num / den) : INFINITY;
 }
 
-Device gpu_or_explain(const char* command) {
-    if (const auto reason = device_unavailable_reason(); !reason.empty())
-        throw NoDeviceError(fmt::format("kjit {} needs a GPU: {}", command, reason));
-    return Device::get(0);
-}
-
 void check_op_name(const RunOptions& o) {
     if (o.op != "conv2d_bn_silu")
         throw UsageError(fmt::format("unknown op '{}': kjit run and tune take conv2d_bn_silu", o.op));

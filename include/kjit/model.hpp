@@ -1,0 +1,173 @@
+// kjit/model.hpp — run a network of RuntimeOps: a JSON graph planned for a batch size, its
+// parameters by dotted key ("{node}.{slot}") from a safetensors file, and its forward pass run
+// op by op or replayed as one CUDA graph. The graph format is in docs/MODEL.md.
+#pragma once
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <kjit/conv.hpp>
+#include <kjit/driver.hpp>
+#include <kjit/runtime.hpp>
+#include <kjit/runtime_op.hpp>
+
+namespace kjit {
+
+// ---- safetensors ------------------------------------------------------------------------------------
+
+/// One tensor of a safetensors file: its dtype ("F32", "F16", …), shape, and bytes in the file.
+struct SafeTensor {
+    std::string dtype;
+    Shape shape;
+    std::span<const std::byte> data;
+};
+
+/// The tensors of a safetensors file held in memory (8-byte little-endian header length, a JSON
+/// header, the data). Throws UsageError saying what is malformed: sizes, offsets outside the
+/// data, a byte count that does not match dtype × shape, an unknown dtype, overlapping tensors.
+[[nodiscard]] std::map<std::string, SafeTensor> parse_safetensors(std::span<const std::byte> file);
+
+/// A named f32 tensor to write.
+struct NamedTensor {
+    std::string name;
+    Shape shape;
+    std::span<const float> values;
+};
+/// Writes `tensors` as a safetensors file (F32).
+void write_safetensors(const std::filesystem::path& file, std::span<const NamedTensor> tensors);
+
+// ---- ops of a graph ------------------------------------------------------------------------------------
+
+/// A node's attributes ("attrs" in the graph), read with the node named in every error.
+class NodeAttrs {
+public:
+    virtual ~NodeAttrs() = default;
+    [[nodiscard]] virtual bool has(std::string_view key) const = 0;
+    /// An integer attribute; a missing key gives `fallback`, or an error when there is none.
+    [[nodiscard]] virtual int integer(std::string_view key, std::optional<int> fallback = std::nullopt) const = 0;
+    /// One integer or a list of `count`: "kernel": 3 or "kernel": [3, 3].
+    [[nodiscard]] virtual std::vector<int> integers(std::string_view key, std::size_t count,
+                                                    std::optional<int> fallback = std::nullopt) const = 0;
+    [[nodiscard]] virtual double number(std::string_view key, std::optional<double> fallback = std::nullopt) const = 0;
+};
+
+/// What an op factory returns: the op and its output shape for the node's concrete inputs.
+struct MadeOp {
+    std::unique_ptr<RuntimeOp> op;
+    Shape output_shape;
+};
+using OpFactory =
+    std::function<MadeOp(const NodeAttrs& attrs, std::span<const ShapeView> input_shapes, const DeviceTraits& device)>;
+
+/// Makes `name` available as a graph op. Built in: conv2d_bn_silu (attrs c_out, kernel, stride,
+/// pad, groups, bn_eps; through dispatch_conv2d_bn_silu), add, concat, maxpool2d (kernel,
+/// stride, pad), upsample_nearest2d (scale, default 2). Registering a name again replaces it.
+void register_op(std::string name, OpFactory factory);
+
+// ---- a planned graph (no GPU needed) -----------------------------------------------------------------------
+
+/// A graph for one batch size: nodes in topological order, each with its op made, its output
+/// shape and its parameter slots. Malformed graphs (unknown op, cycle, missing input, shape
+/// mismatch, duplicate name) throw UsageError naming the node.
+class ModelPlan {
+public:
+    /// A tensor of the graph: a graph input or a node's output.
+    struct Value {
+        std::string name;
+        Shape shape;
+    };
+    struct Param {
+        std::string key;  ///< "{node}.{slot}"
+        Shape shape;
+    };
+    struct Node {
+        std::string name;
+        std::string op_name;
+        std::vector<std::size_t> inputs;  ///< indices into values()
+        std::size_t output;               ///< index into values()
+        std::unique_ptr<RuntimeOp> op;
+        std::vector<Param> params;
+        std::optional<double> bn_eps;  ///< conv nodes: the ε for raw BatchNorm tensors
+    };
+
+    [[nodiscard]] static ModelPlan from_json(std::string_view graph_json, int batch, const DeviceTraits& device);
+
+    [[nodiscard]] int batch() const noexcept { return batch_; }
+    [[nodiscard]] const std::vector<Value>& values() const noexcept { return values_; }
+    [[nodiscard]] const std::vector<Node>& nodes() const noexcept { return nodes_; }
+    [[nodiscard]] const std::vector<std::size_t>& inputs() const noexcept { return inputs_; }
+    [[nodiscard]] const std::vector<std::size_t>& outputs() const noexcept { return outputs_; }
+
+private:
+    int batch_ = 0;
+    std::vector<Value> values_;
+    std::vector<Node> nodes_;
+    std::vector<std::size_t> inputs_, outputs_;
+};
+
+// ---- a loaded graph ------------------------------------------------------------------------------------------
+
+/// What load_weights did.
+struct WeightsReport {
+    std::size_t loaded = 0;  ///< parameter slots filled from the file
+    std::size_t folded = 0;  ///< conv nodes whose BatchNorm was folded from raw tensors
+    std::vector<std::string> extra;  ///< keys in the file no slot took (warned)
+};
+
+class LoadedModel {
+public:
+    /// Plans the graph for `batch`, allocates every parameter ("{node}.{slot}", from
+    /// param_init_data or zero) and every activation once, and compiles or fetches every kernel
+    /// (in parallel), loading them on `device`.
+    [[nodiscard]] static LoadedModel load(std::string_view graph_json, const Device& device, int batch,
+                                          Runtime& runtime = Runtime::global());
+    [[nodiscard]] static LoadedModel load_file(const std::filesystem::path& graph, const Device& device, int batch,
+                                               Runtime& runtime = Runtime::global());
+    ~LoadedModel();
+    LoadedModel(LoadedModel&&) noexcept;
+    LoadedModel& operator=(LoadedModel&&) noexcept;
+
+    /// Fills parameters by dotted key. A conv node may instead carry raw BatchNorm tensors
+    /// ("{node}.bn.weight", ".bn.bias", ".bn.running_mean", ".bn.running_var"), folded into
+    /// bn_scale / bn_shift with the node's bn_eps. Missing keys and dtype or shape mismatches
+    /// throw UsageError listing all of them; extra keys are warned about.
+    WeightsReport load_weights(const std::filesystem::path& safetensors);
+    WeightsReport load_weights(const std::map<std::string, SafeTensor>& tensors);
+
+    /// Runs every node on `stream`. `inputs`: device pointers to the graph inputs, in order,
+    /// tight NCHW f32 of plan().values()[plan().inputs()[i]].shape. An op whose output rows are
+    /// padded (forward_output_row_stride > row elems) writes a padded buffer that is copied back
+    /// to tight rows (one 2-D async copy) before anyone reads it. Returns the outputs (device
+    /// memory owned by the model, valid until the next forward or replay). Does not synchronise.
+    std::vector<Tensor> forward(std::span<void* const> inputs, const Stream& stream);
+
+    /// Records forward(inputs) into one CUDA graph; replay() reruns it (new data goes into the
+    /// same input buffers). Replaces an earlier capture.
+    void capture(std::span<void* const> inputs, const Stream& stream);
+    void replay(const Stream& stream) const;
+    [[nodiscard]] std::vector<Tensor> outputs() const;
+    /// Output `i` copied to the host (waits for `stream`).
+    [[nodiscard]] std::vector<float> read_output(std::size_t i, const Stream& stream) const;
+
+    /// Median milliseconds of each node over `iterations` forwards (events around each node).
+    [[nodiscard]] std::vector<double> node_times_ms(std::span<void* const> inputs, const Stream& stream,
+                                                    int iterations);
+
+    [[nodiscard]] const ModelPlan& plan() const noexcept;
+    /// A parameter's device buffer by dotted key; throws UsageError for an unknown key.
+    [[nodiscard]] DeviceBuffer& parameter(std::string_view key);
+
+private:
+    struct Impl;
+    explicit LoadedModel(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kjit
