@@ -160,7 +160,7 @@ std::vector<Shape> Conv2dBnSiluGemmForward::param_shapes(std::span<const ShapeVi
     check_rank4(input_shapes[0], "input x");
     check_rank4(output_shape, "output y");
     const std::size_t c_out = output_shape[1], c_in = input_shapes[0][1];
-    return {{c_out, c_in}, {c_out}, {c_out}};
+    return {{c_out, c_in, 1, 1}, {c_out}, {c_out}};  // PyTorch's Conv2d weight layout
 }
 
 std::span<const std::string_view> Conv2dBnSiluGemmForward::param_names() const { return conv_param_names; }

@@ -73,7 +73,7 @@ TEST_CASE("GEMM op: names, parameter shapes, row elems, grid and argument order 
                     const Shape x{b, k, hw, hw}, y{b, n, hw, hw};
                     const ShapeView inputs[] = {x};
                     const auto shapes = op.param_shapes(inputs, y);
-                    CHECK(shapes == std::vector<Shape>{{n, k}, {n}, {n}});
+                    CHECK(shapes == std::vector<Shape>{{n, k, 1, 1}, {n}, {n}});
                     CHECK(op.forward_output_row_elems(y) == hw * hw);
                     CHECK(op.forward_output_row_stride(y) == hw * hw);
                     CHECK(op.compute_concrete_output_shape(inputs, y) == y);

@@ -106,9 +106,9 @@ TEST_CASE("parameters are keyed {node}.{slot} with the sizes the ops ask for") {
         }
     CHECK(keys == std::vector<std::string>{
                       "stem.weight [16,3,3,3]", "stem.bn_scale [16]", "stem.bn_shift [16]",
-                      "a.weight [16,16]",       "a.bn_scale [16]",    "a.bn_shift [16]",
+                      "a.weight [16,16,1,1]",   "a.bn_scale [16]",    "a.bn_shift [16]",
                       "b.weight [16,16,3,3]",   "b.bn_scale [16]",    "b.bn_shift [16]",
-                      "head.weight [8,32]",     "head.bn_scale [8]",  "head.bn_shift [8]"});
+                      "head.weight [8,32,1,1]",  "head.bn_scale [8]",  "head.bn_shift [8]"});
     CHECK(floats == 16 * 27 + 16 * 16 + 16 * 16 * 9 + 8 * 32 + 3 * 2 * 16 + 2 * 8);
 }
 

@@ -33,7 +33,7 @@ public:
     std::int64_t i64() {
         std::int64_t v = 0;
         const std::size_t n = std::min(sizeof v, size_);
-        std::memcpy(&v, data_, n);
+        if (n) std::memcpy(&v, data_, n);  // data_ may be null for an empty input
         data_ += n, size_ -= n;
         return v;
     }
