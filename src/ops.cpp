@@ -23,13 +23,27 @@ constexpr std::int64_t block_constant = elementwise_block;
 
 std::size_t elements(ShapeView s) { return std::accumulate(s.begin(), s.end(), std::size_t{1}, std::multiplies<>()); }
 
-/// The kernels write tight rows: an executor must not ask for another stride.
-void require_tight(ShapeView output_shape, int output_row_stride, std::string_view op) {
-    require(output_shape.empty() || output_row_stride == static_cast<int>(output_shape.back()),
-            "{} writes tight rows: output_row_stride must be {}, not {}", op, output_shape.back(), output_row_stride);
+/// Checks what every elementwise op's pack_args needs: the input count, the output shape the
+/// op makes of its inputs, and tight output rows (the kernels write no other stride).
+void check_call(const RuntimeOp& op, std::string_view name, std::span<const Tensor> inputs, ShapeView output_shape,
+                int output_row_stride) {
+    require(inputs.size() == op.n_activation_inputs(), "{} takes {} inputs, {} given", name, op.n_activation_inputs(),
+            inputs.size());
+    std::vector<ShapeView> shapes;
+    for (const auto& t : inputs) shapes.push_back(t.shape);
+    const Shape expected = op.compute_concrete_output_shape(shapes, output_shape);
+    require(std::ranges::equal(expected, output_shape), "{}: output shape [{}] should be [{}]", name,
+            fmt::join(output_shape, ", "), fmt::join(expected, ", "));
+    require(output_row_stride == static_cast<int>(output_shape.back()),
+            "{} writes tight rows: output_row_stride must be {}, not {}", name, output_shape.back(), output_row_stride);
 }
 
 }  // namespace
+
+Dims ElementwiseOp::block() const { return {elementwise_block, 1, 1}; }
+Dims ElementwiseOp::grid(ShapeView output_shape) const {
+    return elementwise_grid(elements(output_shape), elementwise_block);
+}
 
 // ---- add -------------------------------------------------------------------------------------------
 
@@ -44,18 +58,12 @@ Shape AddOp::compute_concrete_output_shape(std::span<const ShapeView> in, ShapeV
 
 void AddOp::pack_args(std::span<const Tensor> inputs, std::span<void* const>, void* output, ShapeView output_shape,
                       int output_row_stride, ArgVisitor& visitor) const {
-    require(inputs.size() == 2, "add takes 2 inputs, {} given", inputs.size());
-    (void)compute_concrete_output_shape(std::array{inputs[0].shape, inputs[1].shape}, output_shape);
-    require(std::ranges::equal(inputs[0].shape, output_shape), "add: output shape [{}] differs from the inputs' [{}]",
-            fmt::join(output_shape, ", "), fmt::join(inputs[0].shape, ", "));
-    require_tight(output_shape, output_row_stride, "add");
+    check_call(*this, "add", inputs, output_shape, output_row_stride);
     visitor.visit_ptr(non_null(inputs[0].data, "input a"));
     visitor.visit_ptr(non_null(inputs[1].data, "input b"));
     visitor.visit_ptr(non_null(output, "output y"));
     visitor.visit_i64(static_cast<std::int64_t>(elements(output_shape)));
 }
-
-Dims AddOp::grid(ShapeView output_shape) const { return elementwise_grid(elements(output_shape), elementwise_block); }
 
 // ---- concat along channels ---------------------------------------------------------------------------
 
@@ -85,13 +93,8 @@ void ConcatChannelsOp::pack_args(std::span<const Tensor> inputs, std::span<void*
 void ConcatChannelsOp::pack_args_for_launch(std::size_t launch, std::span<const Tensor> inputs, std::span<void* const>,
                                             void* output, ShapeView output_shape, int output_row_stride,
                                             ArgVisitor& visitor) const {
+    check_call(*this, "concat", inputs, output_shape, output_row_stride);
     require(launch < inputs.size(), "concat launch {} of {} inputs", launch, inputs.size());
-    std::vector<ShapeView> shapes;
-    for (const auto& t : inputs) shapes.push_back(t.shape);
-    const Shape expected = compute_concrete_output_shape(shapes, output_shape);
-    require(std::ranges::equal(expected, output_shape), "concat: output shape [{}] should be [{}]",
-            fmt::join(output_shape, ", "), fmt::join(expected, ", "));
-    require_tight(output_shape, output_row_stride, "concat");
     std::size_t offset = 0;
     for (std::size_t i = 0; i < launch; ++i) offset += inputs[i].shape[1];
     const ShapeView src = inputs[launch].shape;
@@ -102,10 +105,6 @@ void ConcatChannelsOp::pack_args_for_launch(std::size_t launch, std::span<const 
     visitor.visit_i32(as_i32(output_shape[1], "C_DST"));
     visitor.visit_i32(as_i32(offset, "C_OFFSET"));
     visitor.visit_i64(static_cast<std::int64_t>(src[2] * src[3]));
-}
-
-Dims ConcatChannelsOp::grid(ShapeView output_shape) const {
-    return elementwise_grid(elements(output_shape), elementwise_block);
 }
 
 Dims ConcatChannelsOp::grid_for_launch(std::size_t launch, std::span<const ShapeView> input_shapes, ShapeView) const {
@@ -133,11 +132,7 @@ Shape MaxPool2dOp::compute_concrete_output_shape(std::span<const ShapeView> in, 
 
 void MaxPool2dOp::pack_args(std::span<const Tensor> inputs, std::span<void* const>, void* output,
                             ShapeView output_shape, int output_row_stride, ArgVisitor& visitor) const {
-    require(inputs.size() == 1, "maxpool2d takes 1 input, {} given", inputs.size());
-    const Shape expected = compute_concrete_output_shape(std::array{inputs[0].shape}, output_shape);
-    require(std::ranges::equal(expected, output_shape), "maxpool2d: output shape [{}] should be [{}]",
-            fmt::join(output_shape, ", "), fmt::join(expected, ", "));
-    require_tight(output_shape, output_row_stride, "maxpool2d");
+    check_call(*this, "maxpool2d", inputs, output_shape, output_row_stride);
     const ShapeView x = inputs[0].shape;
     as_i32(elements(x), "input elements");
     visitor.visit_ptr(non_null(inputs[0].data, "input x"));
@@ -147,8 +142,6 @@ void MaxPool2dOp::pack_args(std::span<const Tensor> inputs, std::span<void* cons
     visitor.visit_i32(stride_);
     visitor.visit_i32(pad_);
 }
-
-Dims MaxPool2dOp::grid(ShapeView output_shape) const { return elementwise_grid(elements(output_shape), elementwise_block); }
 
 // ---- nearest upsampling -----------------------------------------------------------------------------------
 
@@ -167,20 +160,12 @@ Shape UpsampleNearest2dOp::compute_concrete_output_shape(std::span<const ShapeVi
 
 void UpsampleNearest2dOp::pack_args(std::span<const Tensor> inputs, std::span<void* const>, void* output,
                                     ShapeView output_shape, int output_row_stride, ArgVisitor& visitor) const {
-    require(inputs.size() == 1, "upsample_nearest2d takes 1 input, {} given", inputs.size());
-    const Shape expected = compute_concrete_output_shape(std::array{inputs[0].shape}, output_shape);
-    require(std::ranges::equal(expected, output_shape), "upsample_nearest2d: output shape [{}] should be [{}]",
-            fmt::join(output_shape, ", "), fmt::join(expected, ", "));
-    require_tight(output_shape, output_row_stride, "upsample_nearest2d");
+    check_call(*this, "upsample_nearest2d", inputs, output_shape, output_row_stride);
     as_i32(elements(output_shape), "output elements");
     const ShapeView x = inputs[0].shape;
     visitor.visit_ptr(non_null(inputs[0].data, "input x"));
     visitor.visit_ptr(non_null(output, "output y"));
     for (std::size_t v : {x[0], x[1], x[2], x[3]}) visitor.visit_i32(as_i32(v, "a size"));
-}
-
-Dims UpsampleNearest2dOp::grid(ShapeView output_shape) const {
-    return elementwise_grid(elements(output_shape), elementwise_block);
 }
 
 }  // namespace kjit

@@ -12,10 +12,18 @@ namespace kjit {
 /// Threads per block of the elementwise ops (their BLOCK constant).
 inline constexpr unsigned elementwise_block = 256;
 
+/// What the elementwise ops share: blocks of elementwise_block threads, one element per thread
+/// per step of a grid-stride loop over the output.
+class ElementwiseOp : public RuntimeOp {
+public:
+    [[nodiscard]] Dims block() const override;
+    [[nodiscard]] Dims grid(ShapeView output_shape) const override;
+};
+
 /// y = a + b, same shapes (kernels_src/add.cu).
 class AddOp final : public TypedKernel<param<"a", float*>, param<"b", float*>, param<"y", float*>,
                                        param<"n", std::int64_t>>,
-                    public RuntimeOp {
+                    public ElementwiseOp {
 public:
     AddOp();
     [[nodiscard]] std::size_t n_activation_inputs() const override { return 2; }
@@ -23,8 +31,6 @@ public:
                                                       ShapeView resolved) const override;
     void pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output, ShapeView output_shape,
                    int output_row_stride, ArgVisitor& visitor) const override;
-    [[nodiscard]] Dims block() const override { return {elementwise_block, 1, 1}; }
-    [[nodiscard]] Dims grid(ShapeView output_shape) const override;
     [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return *this; }
 };
 
@@ -34,7 +40,7 @@ class ConcatChannelsOp final
     : public TypedKernel<param<"src", float*>, param<"dst", float*>, param<"B", std::int32_t>,
                          param<"C_SRC", std::int32_t>, param<"C_DST", std::int32_t>, param<"C_OFFSET", std::int32_t>,
                          param<"HW", std::int64_t>>,
-      public RuntimeOp {
+      public ElementwiseOp {
 public:
     explicit ConcatChannelsOp(std::size_t n_inputs);
     [[nodiscard]] std::size_t n_activation_inputs() const override { return n_inputs_; }
@@ -46,8 +52,6 @@ public:
     void pack_args_for_launch(std::size_t launch, std::span<const Tensor> inputs, std::span<void* const> params,
                               void* output, ShapeView output_shape, int output_row_stride,
                               ArgVisitor& visitor) const override;
-    [[nodiscard]] Dims block() const override { return {elementwise_block, 1, 1}; }
-    [[nodiscard]] Dims grid(ShapeView output_shape) const override;
     [[nodiscard]] Dims grid_for_launch(std::size_t launch, std::span<const ShapeView> input_shapes,
                                        ShapeView output_shape) const override;
     [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return *this; }
@@ -62,7 +66,7 @@ class MaxPool2dOp final
                          param<"H", std::int32_t>, param<"W", std::int32_t>, param<"OH", std::int32_t>,
                          param<"OW", std::int32_t>, param<"K", std::int32_t>, param<"stride", std::int32_t>,
                          param<"pad", std::int32_t>>,
-      public RuntimeOp {
+      public ElementwiseOp {
 public:
     /// Throws UsageError unless kernel ≥ 1, stride ≥ 1 and 0 ≤ pad ≤ kernel / 2 (PyTorch's rule).
     MaxPool2dOp(int kernel, int stride, int pad);
@@ -71,8 +75,6 @@ public:
                                                       ShapeView resolved) const override;
     void pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output, ShapeView output_shape,
                    int output_row_stride, ArgVisitor& visitor) const override;
-    [[nodiscard]] Dims block() const override { return {elementwise_block, 1, 1}; }
-    [[nodiscard]] Dims grid(ShapeView output_shape) const override;
     [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return *this; }
 
 private:
@@ -83,7 +85,7 @@ private:
 class UpsampleNearest2dOp final
     : public TypedKernel<param<"x", float*>, param<"y", float*>, param<"B", std::int32_t>, param<"C", std::int32_t>,
                          param<"H", std::int32_t>, param<"W", std::int32_t>>,
-      public RuntimeOp {
+      public ElementwiseOp {
 public:
     /// Throws UsageError unless 1 ≤ scale ≤ 16.
     explicit UpsampleNearest2dOp(int scale = 2);
@@ -92,8 +94,6 @@ public:
                                                       ShapeView resolved) const override;
     void pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output, ShapeView output_shape,
                    int output_row_stride, ArgVisitor& visitor) const override;
-    [[nodiscard]] Dims block() const override { return {elementwise_block, 1, 1}; }
-    [[nodiscard]] Dims grid(ShapeView output_shape) const override;
     [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return *this; }
 
 private:
