@@ -48,7 +48,9 @@ std::map<std::string, SafeTensor> parse_safetensors(std::span<const std::byte> f
     if (!j.is_object()) malformed("its header is not a JSON object");
     std::map<std::string, SafeTensor> tensors;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
-    for (const auto& [name, t] : j.items()) {
+    for (const auto& item : j.items()) {
+        const std::string& name = item.key();
+        const nlohmann::json& t = item.value();
         if (name == "__metadata__") continue;
         auto bad = [&](const std::string& what) { malformed(fmt::format("tensor '{}': {}", name, what)); };
         if (!t.is_object() || !t.contains("dtype") || !t.contains("shape") || !t.contains("data_offsets"))
