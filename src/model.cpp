@@ -5,7 +5,6 @@
 #include <atomic>
 #include <fstream>
 #include <mutex>
-#include <numeric>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -24,8 +23,6 @@ namespace kjit {
 namespace {
 
 using json = nlohmann::json;
-
-std::size_t elements(ShapeView s) { return std::accumulate(s.begin(), s.end(), std::size_t{1}, std::multiplies<>()); }
 
 /// A node's "attrs" object; every error names the node.
 class JsonAttrs final : public NodeAttrs {
@@ -261,7 +258,7 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
                 throw UsageError(fmt::format("the op takes {} inputs, {} given", m.op->n_activation_inputs(),
                                              shapes.size()));
             output = m.op->compute_concrete_output_shape(shapes, m.output_shape);
-            if (output.empty() || elements(output) == 0) throw UsageError("its output would be empty");
+            if (output.empty() || element_count(output) == 0) throw UsageError("its output would be empty");
             auto shapes_of_params = m.op->param_shapes(shapes, output);
             const auto slots = m.op->param_names();
             if (slots.size() != shapes_of_params.size())
@@ -321,7 +318,7 @@ struct LoadedModel::Impl {
         node.op->forward(*runtime, stream, inputs, node_params, out, shape, static_cast<int>(stride));
         if (padded[node.output])  // back to tight rows for whoever reads it
             copy_2d_async(stream, tight[node.output]->address(), row * sizeof(float), padded[node.output]->address(),
-                          stride * sizeof(float), row * sizeof(float), elements(shape) / row);
+                          stride * sizeof(float), row * sizeof(float), element_count(shape) / row);
     }
 
     void set_inputs(std::span<void* const> inputs) {
@@ -361,23 +358,23 @@ LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device,
     for (const auto& node : plan.nodes()) {
         auto& slots = impl->params.emplace_back();
         for (std::size_t p = 0; p < node.params.size(); ++p) {
-            auto& buffer = slots.emplace_back(device, std::max<std::size_t>(1, elements(node.params[p].shape)) * sizeof(float));
+            auto& buffer = slots.emplace_back(device, std::max<std::size_t>(1, element_count(node.params[p].shape)) * sizeof(float));
             if (auto init = node.op->param_init_data(p)) {
-                if (init->size() != elements(node.params[p].shape) * sizeof(float))
+                if (init->size() != element_count(node.params[p].shape) * sizeof(float))
                     throw UsageError(fmt::format("{}: param_init_data gives {} bytes for {} floats", node.params[p].key,
-                                                 init->size(), elements(node.params[p].shape)));
+                                                 init->size(), element_count(node.params[p].shape)));
                 buffer.upload(std::span<const std::byte>(*init));
             } else {
                 buffer.fill(0);
             }
         }
         const Shape& shape = plan.values()[node.output].shape;
-        impl->tight[node.output].emplace(device, elements(shape) * sizeof(float));
+        impl->tight[node.output].emplace(device, element_count(shape) * sizeof(float));
         const std::size_t row = node.op->forward_output_row_elems(shape), stride = node.op->forward_output_row_stride(shape);
-        if (row == 0 || elements(shape) % row || stride < row)
+        if (row == 0 || element_count(shape) % row || stride < row)
             throw UsageError(fmt::format("node '{}': rows of {} elements every {} do not tile its output [{}]", node.name,
                                          row, stride, fmt::join(shape, ", ")));
-        if (stride > row) impl->padded[node.output].emplace(device, elements(shape) / row * stride * sizeof(float));
+        if (stride > row) impl->padded[node.output].emplace(device, element_count(shape) / row * stride * sizeof(float));
         for (std::size_t l = 0; l < node.op->n_launches(); ++l) {
             const Kernel& k = node.op->kernel_for_launch(l);
             if (seen.insert(k.id()).second) kernels.push_back(&k);
@@ -441,7 +438,7 @@ WeightsReport LoadedModel::load_weights(const std::map<std::string, SafeTensor>&
                                              fmt::join(t.shape, ", "), fmt::join(shape, ", ")));
             return std::nullopt;
         }
-        std::vector<float> v(elements(shape));
+        std::vector<float> v(element_count(shape));
         std::memcpy(v.data(), t.data.data(), v.size() * sizeof(float));
         used.insert(key);
         return v;
@@ -514,7 +511,7 @@ std::vector<Tensor> LoadedModel::outputs() const { return impl_->outputs(); }
 std::vector<float> LoadedModel::read_output(std::size_t i, const Stream& stream) const {
     const auto all = impl_->outputs();
     if (i >= all.size()) throw UsageError(fmt::format("output {} of {}", i, all.size()));
-    const std::size_t bytes = elements(all[i].shape) * sizeof(float);
+    const std::size_t bytes = element_count(all[i].shape) * sizeof(float);
     DeviceBuffer staging(impl_->device, bytes);
     copy_2d_async(stream, staging.address(), bytes, reinterpret_cast<std::uint64_t>(all[i].data), bytes, bytes, 1);
     stream.synchronize();

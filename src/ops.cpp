@@ -1,7 +1,6 @@
 // The elementwise ops around the convolutions: add, channel concat, max pooling, nearest
 // upsampling (kjit/ops.hpp). Each checks its tensors and packs its kernel's arguments.
 #include <algorithm>
-#include <numeric>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -20,8 +19,6 @@ using detail::require;
 namespace {
 
 constexpr std::int64_t block_constant = elementwise_block;
-
-std::size_t elements(ShapeView s) { return std::accumulate(s.begin(), s.end(), std::size_t{1}, std::multiplies<>()); }
 
 /// Checks what every elementwise op's pack_args needs: the input count, the output shape the
 /// op makes of its inputs, and tight output rows (the kernels write no other stride).
@@ -42,7 +39,7 @@ void check_call(const RuntimeOp& op, std::string_view name, std::span<const Tens
 
 Dims ElementwiseOp::block() const { return {elementwise_block, 1, 1}; }
 Dims ElementwiseOp::grid(ShapeView output_shape) const {
-    return elementwise_grid(elements(output_shape), elementwise_block);
+    return elementwise_grid(element_count(output_shape), elementwise_block);
 }
 
 // ---- add -------------------------------------------------------------------------------------------
@@ -62,7 +59,7 @@ void AddOp::pack_args(std::span<const Tensor> inputs, std::span<void* const>, vo
     visitor.visit_ptr(non_null(inputs[0].data, "input a"));
     visitor.visit_ptr(non_null(inputs[1].data, "input b"));
     visitor.visit_ptr(non_null(output, "output y"));
-    visitor.visit_i64(static_cast<std::int64_t>(elements(output_shape)));
+    visitor.visit_i64(static_cast<std::int64_t>(element_count(output_shape)));
 }
 
 // ---- concat along channels ---------------------------------------------------------------------------
@@ -109,7 +106,7 @@ void ConcatChannelsOp::pack_args_for_launch(std::size_t launch, std::span<const 
 
 Dims ConcatChannelsOp::grid_for_launch(std::size_t launch, std::span<const ShapeView> input_shapes, ShapeView) const {
     require(launch < input_shapes.size(), "concat launch {} of {} inputs", launch, input_shapes.size());
-    return elementwise_grid(elements(input_shapes[launch]), elementwise_block);
+    return elementwise_grid(element_count(input_shapes[launch]), elementwise_block);
 }
 
 // ---- max pooling -----------------------------------------------------------------------------------------
@@ -134,7 +131,7 @@ void MaxPool2dOp::pack_args(std::span<const Tensor> inputs, std::span<void* cons
                             ShapeView output_shape, int output_row_stride, ArgVisitor& visitor) const {
     check_call(*this, "maxpool2d", inputs, output_shape, output_row_stride);
     const ShapeView x = inputs[0].shape;
-    as_i32(elements(x), "input elements");
+    as_i32(element_count(x), "input elements");
     visitor.visit_ptr(non_null(inputs[0].data, "input x"));
     visitor.visit_ptr(non_null(output, "output y"));
     for (std::size_t v : {x[0], x[1], x[2], x[3], output_shape[2], output_shape[3]}) visitor.visit_i32(as_i32(v, "a size"));
@@ -161,7 +158,7 @@ Shape UpsampleNearest2dOp::compute_concrete_output_shape(std::span<const ShapeVi
 void UpsampleNearest2dOp::pack_args(std::span<const Tensor> inputs, std::span<void* const>, void* output,
                                     ShapeView output_shape, int output_row_stride, ArgVisitor& visitor) const {
     check_call(*this, "upsample_nearest2d", inputs, output_shape, output_row_stride);
-    as_i32(elements(output_shape), "output elements");
+    as_i32(element_count(output_shape), "output elements");
     const ShapeView x = inputs[0].shape;
     visitor.visit_ptr(non_null(inputs[0].data, "input x"));
     visitor.visit_ptr(non_null(output, "output y"));

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <numeric>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -93,7 +92,7 @@ void write_safetensors(const std::filesystem::path& file, std::span<const NamedT
     nlohmann::json header = nlohmann::json::object();
     std::uint64_t offset = 0;
     for (const auto& t : tensors) {
-        const std::size_t n = std::accumulate(t.shape.begin(), t.shape.end(), std::size_t{1}, std::multiplies<>());
+        const std::size_t n = element_count(t.shape);
         if (n != t.values.size())
             throw UsageError(fmt::format("tensor '{}': shape [{}] holds {} values, {} given", t.name,
                                          fmt::join(t.shape, ", "), n, t.values.size()));

@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <random>
 
 #include <fmt/format.h>
@@ -30,8 +29,6 @@ std::vector<float> random_values(std::size_t n, float lo = -1, float hi = 1) {
     return v;
 }
 
-std::size_t elements(const Shape& s) { return std::accumulate(s.begin(), s.end(), std::size_t{1}, std::multiplies<>()); }
-
 double relative_error(std::span<const float> y, std::span<const double> ref) {
     double num = 0, den = 0;
     for (std::size_t i = 0; i < ref.size(); ++i) num += (y[i] - ref[i]) * (y[i] - ref[i]), den += ref[i] * ref[i];
@@ -52,15 +49,15 @@ void check_op(const RuntimeOp& op, const std::vector<std::pair<Shape, std::vecto
         tensors.push_back({buffers.back().as<void>(), shape});
     }
     constexpr std::size_t guard = 1024;
-    std::vector<float> y(elements(out) + guard, std::numeric_limits<float>::quiet_NaN());
+    std::vector<float> y(element_count(out) + guard, std::numeric_limits<float>::quiet_NaN());
     DeviceBuffer dy(device, y.size() * sizeof(float));
     dy.upload(std::span<const float>(y));
     op.forward(Runtime::global(), stream, tensors, {}, dy.as<void>(), out, static_cast<int>(out.back()));
     stream.synchronize();
     dy.download(std::span<float>(y));
     std::size_t unwritten = 0, guard_touched = 0;
-    for (std::size_t i = 0; i < elements(out); ++i) unwritten += std::isnan(y[i]);
-    for (std::size_t i = elements(out); i < y.size(); ++i) guard_touched += !std::isnan(y[i]);
+    for (std::size_t i = 0; i < element_count(out); ++i) unwritten += std::isnan(y[i]);
+    for (std::size_t i = element_count(out); i < y.size(); ++i) guard_touched += !std::isnan(y[i]);
     CHECK(unwritten == 0);
     CHECK(guard_touched == 0);
     CHECK(relative_error(std::span<const float>(y).first(ref.size()), ref) < 1e-6);
@@ -108,11 +105,11 @@ std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v
 
 TEST_CASE("add, concat, max pooling and upsampling match float64 references, every element written once") {
     const Shape s{2, 5, 7, 9};
-    const auto a = random_values(elements(s)), b = random_values(elements(s));
+    const auto a = random_values(element_count(s)), b = random_values(element_count(s));
     check_op(AddOp(), {{s, a}, {s, b}}, s, add_ref(a, b));
 
     const Shape s2{2, 3, 7, 9}, s3{2, 1, 7, 9};
-    const auto c = random_values(elements(s2)), d = random_values(elements(s3));
+    const auto c = random_values(element_count(s2)), d = random_values(element_count(s3));
     const std::vector<double> ad(a.begin(), a.end()), cd(c.begin(), c.end()), dd(d.begin(), d.end());
     check_op(ConcatChannelsOp(3), {{s, a}, {s2, c}, {s3, d}}, {2, 9, 7, 9}, concat_ref({{s, ad}, {s2, cd}, {s3, dd}}));
 
@@ -157,8 +154,8 @@ Weights make_weights(const ModelPlan& plan) {
     for (const auto& node : plan.nodes()) {
         if (node.params.empty()) continue;
         const Shape& ws = node.params[0].shape;
-        const std::size_t fan_in = elements(ws) / ws[0];
-        auto weight = random_values(elements(ws), -1.7f / std::sqrt(float(fan_in)), 1.7f / std::sqrt(float(fan_in)));
+        const std::size_t fan_in = element_count(ws) / ws[0];
+        auto weight = random_values(element_count(ws), -1.7f / std::sqrt(float(fan_in)), 1.7f / std::sqrt(float(fan_in)));
         w.tensors[node.name + ".weight"] = {ws, weight};
         const std::size_t c = ws[0];
         auto gamma = random_values(c, 0.5f, 2), beta = random_values(c), mean = random_values(c, -0.2f, 0.2f),
@@ -230,7 +227,7 @@ TEST_CASE("a network runs end to end: weights by dotted key, BatchNorm folded at
         CHECK(report.extra.empty());
 
         const Shape xs = plan.values()[plan.inputs()[0]].shape;
-        const auto x = random_values(elements(xs));
+        const auto x = random_values(element_count(xs));
         DeviceBuffer dx(device, x.size() * sizeof(float));
         dx.upload(std::span<const float>(x));
         void* const inputs[] = {dx.as<void>()};
@@ -253,7 +250,7 @@ TEST_CASE("a network runs end to end: weights by dotted key, BatchNorm folded at
         stream.synchronize();
         // Replay: poison the outputs first, so only the replay can write them again.
         for (const auto& t : model.outputs()) {
-            const std::size_t n = elements(Shape(t.shape.begin(), t.shape.end()));
+            const std::size_t n = element_count(Shape(t.shape.begin(), t.shape.end()));
             DeviceBuffer nan(device, n * sizeof(float));
             nan.fill(0xff);
             copy_2d_async(stream, reinterpret_cast<std::uint64_t>(t.data), n * 4, nan.address(), n * 4, n * 4, 1);
@@ -305,7 +302,7 @@ public:
                    ArgVisitor& v) const override {
         v.visit_ptr(in[0].data);
         v.visit_ptr(out);
-        v.visit_i32(static_cast<std::int32_t>(elements(Shape(s.begin(), s.end())) / s.back()));
+        v.visit_i32(static_cast<std::int32_t>(element_count(Shape(s.begin(), s.end())) / s.back()));
         v.visit_i32(static_cast<std::int32_t>(s.back()));
         v.visit_i32(stride);
     }

@@ -21,6 +21,13 @@ using Shape = std::vector<std::size_t>;
 using ShapeView = std::span<const std::size_t>;
 using Dims = std::array<unsigned, 3>;
 
+/// Elements of a tensor of this shape (1 for a scalar's empty shape).
+[[nodiscard]] inline std::size_t element_count(ShapeView shape) noexcept {
+    std::size_t n = 1;
+    for (std::size_t d : shape) n *= d;
+    return n;
+}
+
 /// An activation handed to an op: device pointer and concrete shape.
 struct Tensor {
     void* data;

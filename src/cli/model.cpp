@@ -2,6 +2,7 @@
 // and its CUDA graph replay; inputs from a safetensors file or random, outputs saved on request.
 #include <algorithm>
 #include <fstream>
+#include <numeric>
 #include <random>
 #include <sstream>
 
@@ -39,8 +40,6 @@ double time_ms(const Device& device, const Stream& stream, int iters, Work&& wor
     return median(ms);
 }
 
-std::size_t elements(const Shape& s) { return std::accumulate(s.begin(), s.end(), std::size_t{1}, std::multiplies<>()); }
-
 int run_model(const ModelOptions& o) {
     const Device device = gpu_or_explain("model run");
     Stream stream(device);
@@ -65,7 +64,7 @@ int run_model(const ModelOptions& o) {
     std::uniform_real_distribution<float> unit(-1, 1);
     for (std::size_t v : plan.inputs()) {
         const auto& [name, shape] = plan.values()[v];
-        std::vector<float> values(elements(shape));
+        std::vector<float> values(element_count(shape));
         if (auto it = given.find(name); it != given.end()) {
             if (it->second.dtype != "F32" || it->second.shape != shape)
                 throw UsageError(fmt::format("--input: '{}' is {} [{}], the graph needs F32 [{}]", name, it->second.dtype,
@@ -102,6 +101,7 @@ int run_model(const ModelOptions& o) {
         write_safetensors(o.save_outputs, named);
     }
 
+    const double node_sum_ms = std::accumulate(node_ms.begin(), node_ms.end(), 0.0);
     if (o.common.json) {
         nlohmann::json nodes = nlohmann::json::array();
         for (std::size_t n = 0; n < plan.nodes().size(); ++n) {
@@ -110,7 +110,7 @@ int run_model(const ModelOptions& o) {
                              {"shape", plan.values()[node.output].shape}, {"ms", node_ms[n]}});
         }
         nlohmann::json j{{"device", device.name()}, {"batch", o.batch}, {"nodes", nodes},
-                         {"node_sum_ms", std::accumulate(node_ms.begin(), node_ms.end(), 0.0)},
+                         {"node_sum_ms", node_sum_ms},
                          {"forward_ms", forward_ms}, {"iters", o.iters}, {"weights_folded_bn", weights.folded}};
         if (replay_ms) j["replay_ms"] = *replay_ms;
         fmt::print("{}\n", j.dump(2));
@@ -124,7 +124,7 @@ int run_model(const ModelOptions& o) {
         fmt::print("{:<28} {:<20} {:<22} {:>10.4f}\n", node.name, node.op_name,
                    fmt::format("[{}]", fmt::join(plan.values()[node.output].shape, ",")), node_ms[n]);
     }
-    fmt::print("sum of nodes {:.3f} ms; forward {:.3f} ms (median of {})", std::accumulate(node_ms.begin(), node_ms.end(), 0.0),
+    fmt::print("sum of nodes {:.3f} ms; forward {:.3f} ms (median of {})", node_sum_ms,
                forward_ms, o.iters);
     if (replay_ms) fmt::print("; CUDA graph replay {:.3f} ms", *replay_ms);
     fmt::print("\n");
