@@ -404,21 +404,26 @@ LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device,
     return LoadedModel(std::move(impl));
 }
 
-LoadedModel LoadedModel::load_file(const std::filesystem::path& graph, const Device& device, int batch,
-                                   Runtime& runtime) {
-    std::ifstream in(graph, std::ios::binary);
-    if (!in) throw UsageError(fmt::format("cannot read the graph file {}", graph.string()));
+namespace {
+
+/// The whole file; `what` names it in the error ("the graph file").
+std::string read_file(const std::filesystem::path& file, std::string_view what) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw UsageError(fmt::format("cannot read {} {}", what, file.string()));
     std::ostringstream text;
     text << in.rdbuf();
-    return load(text.str(), device, batch, runtime);
+    return text.str();
+}
+
+}  // namespace
+
+LoadedModel LoadedModel::load_file(const std::filesystem::path& graph, const Device& device, int batch,
+                                   Runtime& runtime) {
+    return load(read_file(graph, "the graph file"), device, batch, runtime);
 }
 
 WeightsReport LoadedModel::load_weights(const std::filesystem::path& safetensors) {
-    std::ifstream in(safetensors, std::ios::binary);
-    if (!in) throw UsageError(fmt::format("cannot read the weights file {}", safetensors.string()));
-    std::ostringstream text;
-    text << in.rdbuf();
-    const std::string bytes = text.str();
+    const std::string bytes = read_file(safetensors, "the weights file");
     try {
         return load_weights(parse_safetensors(std::as_bytes(std::span(bytes))));
     } catch (const UsageError& e) {

@@ -33,6 +33,11 @@ inline const CLI::Range non_negative_int{0, std::numeric_limits<int>::max(), "NO
 [[nodiscard]] std::filesystem::path cache_directory(const Common& common);
 /// The runtime over that directory, made once per process.
 [[nodiscard]] Runtime& runtime(const Common& common);
+/// The whole file named by an option; UsageError "OPTION FILE: cannot read the file" otherwise.
+[[nodiscard]] std::string read_option_file(const std::string& file, std::string_view option);
+/// The median of `values` (reordered).
+[[nodiscard]] double median(std::vector<double> values);
+
 /// Device 0, or a NoDeviceError saying `kjit <command>` needs a GPU and why there is none.
 [[nodiscard]] Device gpu_or_explain(const char* command);
 /// The local GPU's arch, or a UsageError telling the user to pass --arch.

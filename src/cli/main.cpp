@@ -1,5 +1,8 @@
 // kjit — warm, inspect, run, tune and maintain the kernel cache.
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "cli.hpp"
 
@@ -22,6 +25,19 @@ std::filesystem::path cache_directory(const Common& common) {
 Runtime& runtime(const Common& common) {
     static Runtime r(cache_directory(common));
     return r;
+}
+
+std::string read_option_file(const std::string& file, std::string_view option) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw UsageError(fmt::format("{} {}: cannot read the file (does it exist?)", option, file));
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+double median(std::vector<double> values) {
+    std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+    return values[values.size() / 2];
 }
 
 Device gpu_or_explain(const char* command) {

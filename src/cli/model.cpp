@@ -1,10 +1,8 @@
 // kjit model run: a graph of ops (docs/MODEL.md) on the GPU — per-node times, the whole forward,
 // and its CUDA graph replay; inputs from a safetensors file or random, outputs saved on request.
 #include <algorithm>
-#include <fstream>
 #include <numeric>
 #include <random>
-#include <sstream>
 
 #include <kjit/model.hpp>
 
@@ -19,11 +17,6 @@ struct ModelOptions {
     int batch = 1, iters = 100;
     bool replay = false;
 };
-
-double median(std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
-}
 
 /// Median ms of `work` over `iters` runs on `stream`, each between two events.
 template <class Work>
@@ -51,11 +44,7 @@ int run_model(const ModelOptions& o) {
     std::string input_bytes;
     std::map<std::string, SafeTensor> given;
     if (!o.input.empty()) {
-        std::ifstream in(o.input, std::ios::binary);
-        if (!in) throw UsageError(fmt::format("--input {}: cannot read the file", o.input));
-        std::ostringstream text;
-        text << in.rdbuf();
-        input_bytes = text.str();
+        input_bytes = read_option_file(o.input, "--input");
         given = parse_safetensors(std::as_bytes(std::span(input_bytes)));
     }
     std::vector<DeviceBuffer> buffers;

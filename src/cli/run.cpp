@@ -1,9 +1,7 @@
 // kjit run / kjit tune conv2d_bn_silu: one layer on the GPU — checked against the float64
 // reference and timed (run), or every configuration timed and the winner stored (tune).
 #include <algorithm>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "cli.hpp"
 
@@ -27,11 +25,7 @@ Layer layer_of(const RunOptions& o) {
 }
 
 std::vector<Layer> layers_from(const std::string& file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw UsageError(fmt::format("--shapes {}: cannot read the file (does it exist?)", file));
-    std::ostringstream text;
-    text << in.rdbuf();
-    return parse_layers(text.str(), "--shapes " + file);
+    return parse_layers(read_option_file(file, "--shapes"), "--shapes " + file);
 }
 
 /// Device buffers of one layer, filled with fresh random values.
@@ -87,8 +81,7 @@ double time_forward(const RuntimeOp& op, Runtime& rt, const Stream& stream, Tens
     }
     stream.synchronize();
     for (int i = 1; i <= iters; ++i) us.push_back(1000.0 * Event::elapsed_ms(marks[i - 1], marks[i]));
-    std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
-    return us[us.size() / 2];
+    return median(std::move(us));
 }
 
 /// ‖y − ref‖ / ‖ref‖ of the last forward.
