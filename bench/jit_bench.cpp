@@ -100,13 +100,23 @@ struct Context {
     double created_us = us_since(started);
 };
 
+/// A child's device side where a GPU exists: context (its creation time reported in `r`) and
+/// the kernel's buffers, both made before any timed region.
+struct ChildDevice {
+    std::optional<Context> ctx;
+    std::optional<Problem> problem;
+    ChildDevice(std::string_view kernel_name, json& r) {
+        if (device_count() == 0) return;
+        ctx.emplace();
+        r["context_us"] = ctx->created_us;
+        problem.emplace(ctx->device, kernel_name);
+    }
+};
+
 /// Each step of the kernel's path, timed on its own, through the public step APIs.
 json child_steps(std::string_view kernel_name) {
     json r{{"mode", "steps"}, {"kernel", kernel_name}};
-    std::optional<Context> ctx;
-    if (device_count() > 0) ctx.emplace(), r["context_us"] = ctx->created_us;
-    std::optional<Problem> problem;
-    if (ctx) problem.emplace(ctx->device, kernel_name);
+    auto [ctx, problem] = ChildDevice(kernel_name, r);
     const CompileOptions options{.arch = ctx ? ctx->device.arch() : Arch::parse("sm_90")};
 
     const auto t0 = Clock::now();
@@ -165,10 +175,7 @@ json child_steps(std::string_view kernel_name) {
 /// Runtime (which opens the cache on first use), wait for it.
 json child_end_to_end(std::string_view kernel_name) {
     json r{{"mode", "e2e"}, {"kernel", kernel_name}};
-    std::optional<Context> ctx;
-    if (device_count() > 0) ctx.emplace(), r["context_us"] = ctx->created_us;
-    std::optional<Problem> problem;
-    if (ctx) problem.emplace(ctx->device, kernel_name);
+    auto [ctx, problem] = ChildDevice(kernel_name, r);
 
     const auto t0 = Clock::now();
     if (kernel_name == "conv") {
