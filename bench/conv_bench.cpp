@@ -69,7 +69,7 @@ double time_op(const RuntimeOp& op, const Stream& stream, Buffers& b, const Conv
     const Tensor inputs[] = {{b.x.as<float>(), xs}};
     void* const params[] = {b.w.as<float>(), b.scale.as<float>(), b.shift.as<float>()};
     auto& rt = Runtime::global();
-    auto once = [&] { op.forward(rt, stream, inputs, params, b.y.as<float>(), ys, oh * ow); };
+    auto once = [&] { op.forward(rt, stream, {inputs, params, b.y.as<float>(), ys, oh * ow}); };
     for (int i = 0; i < 3; ++i) once();  // compile/load and warm up
     const Graph graph = Graph::capture(stream, once);
     for (int i = 0; i < 3; ++i) graph.launch(stream);

@@ -84,7 +84,7 @@ struct Problem {
 void conv_forward(const Conv2dBnSiluGemmForward& op, Runtime& runtime, const Stream& stream, Problem& p) {
     const Tensor inputs[] = {{p[0], conv_x_shape}};
     void* const params[] = {p[1], p[2], p[3]};
-    op.forward(runtime, stream, inputs, params, p[4], conv_y_shape, conv_m);
+    op.forward(runtime, stream, {inputs, params, p[4], conv_y_shape, conv_m});
 }
 
 LaunchConfig axpby_config() { return {.grid = {axpby_n / 1024}, .block = {256}}; }
@@ -132,7 +132,7 @@ json child_steps(std::string_view kernel_name) {
     std::optional<Conv2dBnSiluGemmForward> conv;
     if (kernel_name == "conv") conv.emplace(make_conv());
     else axpby.emplace();
-    const Kernel& kernel = conv ? static_cast<const Kernel&>(*conv) : *axpby;
+    const Kernel& kernel = conv ? conv->kernel() : *axpby;
     step("construct_us");
     const CacheKey key = kernel.key(options);
     step("key_us");
@@ -157,7 +157,7 @@ json child_steps(std::string_view kernel_name) {
         if (conv) {
             const Tensor inputs[] = {{p[0], conv_x_shape}};
             void* const params[] = {p[1], p[2], p[3]};
-            conv->pack_args(inputs, params, p[4], conv_y_shape, conv_m, pack);
+            conv->pack_args({inputs, params, p[4], conv_y_shape, conv_m}, pack);
             const Dims g = conv->grid(conv_y_shape), b = conv->block();
             config = {{g[0]}, {b[0]}, conv->shared_bytes_for_launch(0)};
         } else {
@@ -181,7 +181,7 @@ json child_end_to_end(std::string_view kernel_name) {
     if (kernel_name == "conv") {
         const auto op = make_conv();
         if (ctx) conv_forward(op, Runtime::global(), ctx->stream, *problem);
-        else (void)Runtime::global().compile(op, {.arch = Arch::parse("sm_90")});
+        else (void)Runtime::global().compile(op.kernel(), {.arch = Arch::parse("sm_90")});
     } else {
         const Axpby axpby;
         if (ctx) axpby.launch(ctx->stream, axpby_config(), (*problem)[0], (*problem)[1], 2.0f, 0.5f, axpby_n);
@@ -279,7 +279,8 @@ int hot(int launches) {
     float *cx = pc[0], *cw = pc[1], *cs = pc[2], *ch = pc[3], *cy = pc[4];
     void* conv_args[] = {&cx, &cw, &cs, &ch, &cy, &batch, &c_in, &c_out, &m, &stride};
     conv_forward(conv, rt, stream, pc);  // loads the module and raises the shared-memory limit
-    CUfunc_st* conv_fn = rt.load(conv, ctx.device).function;
+    CUfunc_st* conv_fn = rt.load(conv.kernel(), ctx.device).function;
+    const Conv2dBnSiluGemmForward::KernelType conv_typed(conv.kernel());
     const Arg generic[] = {x, y, alpha, beta, n};
 
     struct Method {
@@ -294,7 +295,7 @@ int hot(int launches) {
         {"axpby", "Kernel::launch (Arg span)", [&] { axpby.Kernel::launch(stream, axpby_config(), generic); }},
         {"conv", "raw cuLaunchKernel", [&] { raw_launch(raw, conv_fn, conv_config, stream, conv_args); }},
         {"conv", "typed launch",
-         [&] { conv.launch(stream, conv_config, cx, cw, cs, ch, cy, batch, c_in, c_out, m, stride); }},
+         [&] { conv_typed.launch(stream, conv_config, cx, cw, cs, ch, cy, batch, c_in, c_out, m, stride); }},
         {"conv", "RuntimeOp::forward", [&] { conv_forward(conv, rt, stream, pc); }},
     };
     // Rounds of 100 launches per method, interleaved so drift hits every method alike; the
@@ -342,7 +343,7 @@ int host() {
     for (const char* name : {"axpby", "conv"}) {
         // shared_ptr: it deletes through the concrete type (Kernel has no virtual destructor).
         auto make = [&]() -> std::shared_ptr<const Kernel> {
-            if (name == std::string_view("conv")) return std::make_shared<const Conv2dBnSiluGemmForward>(make_conv());
+            if (name == std::string_view("conv")) return std::make_shared<const Kernel>(make_conv().kernel());
             return std::make_shared<const Axpby>();
         };
         json r{{"bench", "host"}, {"kernel", name}};
@@ -397,12 +398,12 @@ int write_sources(const fs::path& dir) {
     const Axpby axpby;
     const auto conv = make_conv();
     std::ofstream(dir / "axpby.cu") << axpby.source();
-    std::ofstream(dir / "conv.cu") << conv.source();
+    std::ofstream(dir / "conv.cu") << conv.kernel().source();
     const Dims g = conv.grid(conv_y_shape), b = conv.block();
     std::ofstream(dir / "launch.json") << json{
         {"axpby", {{"entry", axpby.entry_point_name()}, {"grid", axpby_config().grid.x}, {"block", 256},
                    {"n", axpby_n}}},
-        {"conv", {{"entry", conv.entry_point_name()}, {"grid", g[0]}, {"block", b[0]},
+        {"conv", {{"entry", conv.kernel().entry_point_name()}, {"grid", g[0]}, {"block", b[0]},
                   {"shared_bytes", conv.shared_bytes_for_launch(0)}, {"c_in", conv_shape.c_in},
                   {"c_out", conv_shape.c_out}, {"hw", conv_shape.height}}}}
                                               .dump(2);

@@ -12,6 +12,7 @@
 #include <kjit/kernel.hpp>
 
 namespace kjit {
+namespace detail { struct CacheAccess; }
 
 /// Bumped whenever the table layout or the meaning of a stored entry changes.
 inline constexpr int cache_schema_version = 1;
@@ -33,16 +34,6 @@ struct CacheEntry {
 /// The entry for `compiled`, the output of compile(kernel, options): key, ids, arch, NVRTC
 /// version and canonical options filled in, ready for Cache::store.
 [[nodiscard]] CacheEntry make_cache_entry(const Kernel& kernel, const CompileOptions& options, Compiled compiled);
-
-/// A tuned winner: the configuration that ran a kernel family fastest on one problem shape.
-struct TunedConfig {
-    std::string kernel;  ///< family name, e.g. "conv2d_bn_silu"
-    std::string shape;   ///< canonical problem description
-    std::string device;  ///< device name
-    std::string arch;    ///< "sm_90"
-    std::string config;  ///< the winning configuration, as the tuner wrote it
-    double microseconds = 0;
-};
 
 /// What an import did.
 struct ImportReport {
@@ -102,16 +93,12 @@ public:
     /// Removes least recently used entries until the blobs total at most `max_bytes`, then
     /// compacts the file; returns how many were removed.
     std::size_t prune(std::uint64_t max_bytes);
-    /// Writes the entries (of one arch, if given) and the tuned winners into a new database file.
+    /// Writes the entries (of one arch, if given) and the tuned winners (kjit/tuning.hpp) into a
+    /// new database file.
     std::size_t export_to(const std::filesystem::path& file, const std::string& arch = {});
     /// Adds the entries (and tuned winners) of another kjit cache file. Entries failing their
     /// checksums are rejected; a valid entry or a winner here is never replaced.
     ImportReport import_from(const std::filesystem::path& file);
-
-    void store_tuned(const TunedConfig& winner);
-    [[nodiscard]] std::optional<TunedConfig> find_tuned(const std::string& kernel, const std::string& shape,
-                                                        const std::string& device, const std::string& arch);
-    [[nodiscard]] std::vector<TunedConfig> tuned();
 
     /// Checkpoints and closes the database; later calls work from memory, without a warning.
     /// The process-wide runtime's cache is closed this way at exit, so the file is complete.
@@ -123,6 +110,7 @@ public:
     [[nodiscard]] const std::filesystem::path& path() const noexcept;
 
 private:
+    friend struct detail::CacheAccess;  // the files of src/jit/cache
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };

@@ -1,25 +1,30 @@
-// kjit/conv.hpp — fused Conv2d + BatchNorm (inference) + SiLU: the 1×1 tensor-core GEMM kernel,
-// the general direct kernel, the dispatch between them, and a float64 CPU reference.
+// kjit/conv.hpp — fused Conv2d + BatchNorm (inference) + SiLU: the tensor-core kernels (1×1 GEMM
+// and implicit GEMM), the direct kernel for depthwise and narrow groups, the dispatch between
+// them, configurations as text for tuning, and a float64 CPU reference.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <kjit/cache.hpp>
-#include <kjit/runtime.hpp>
+#include <kjit/device_traits.hpp>
 #include <kjit/runtime_op.hpp>
+#include <kjit/typed_kernel.hpp>
 
 namespace kjit {
 
-/// Convolution attributes (PyTorch's Conv2d arguments).
+/// Convolution attributes (PyTorch's Conv2d arguments), and BatchNorm's ε.
 struct Conv2dAttrs {
     int kernel_h = 1, kernel_w = 1;
     int stride_h = 1, stride_w = 1;
     int pad_h = 0, pad_w = 0;
     int dilation_h = 1, dilation_w = 1;
     int groups = 1;
+    float bn_eps = 1e-5f;  ///< used when raw BatchNorm statistics are folded at load
 };
 
 /// The tensors' sizes: input [batch, c_in, height, width], output channels c_out.
@@ -50,8 +55,8 @@ struct GemmTiles {
 
     /// Every valid configuration: what warm-up and the across-configuration tests iterate.
     [[nodiscard]] static std::span<const GemmTiles> configurations();
-    /// Threads and dynamic shared memory per block (the kernel derives the same numbers); a
-    /// split-K launch also parks a whole partial tile in shared memory.
+    /// Threads and dynamic shared memory per block, from the geometry the kernel compiles
+    /// (kernels_src/kjit/gemm_geometry.cuh); a split-K launch also parks a whole partial tile.
     [[nodiscard]] unsigned threads() const;
     [[nodiscard]] unsigned shared_bytes(int split_k = 1) const;
     /// Throws UsageError naming the rule a constant breaks (MMA shape multiples, positivity,
@@ -60,46 +65,74 @@ struct GemmTiles {
     friend bool operator==(const GemmTiles&, const GemmTiles&) = default;
 };
 
-/// 1×1, stride 1, unpadded, ungrouped Conv2d + BN + SiLU as a TF32 GEMM
-/// (kernels_src/conv2d_bn_silu_gemm_forward.cu). Y[b][N, M] = W[N, K] · X[b][K, M] with N = C_OUT,
-/// K = C_IN, M = OH·OW; the batch is folded into the columns, so the grid is
-/// ⌈B·M/BLOCK_M⌉·⌈C_OUT/BLOCK_N⌉·split_k blocks, GROUP_M-swizzled, in clusters of split_k
-/// blocks that share one tile's K (split_k > 1 needs sm_90).
-class Conv2dBnSiluGemmForward final
-    : public TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>,
-                         param<"bn_shift", float*>, param<"y", float*>, param<"B", std::int32_t>,
-                         param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>, param<"M", std::int32_t>,
-                         param<"y_row_stride", std::int32_t>>,
-      public RuntimeOp {
+/// Tile constants of the direct kernel: output channels and output pixels per block.
+struct DirectTiles {
+    int block_oc, block_ow;
+};
+
+/// What every conv op shares as a RuntimeOp: its kernel, one NCHW input, parameters weight
+/// [C_OUT, C_IN/groups, KH, KW] (PyTorch's layout), bn_scale and bn_shift [C_OUT] — which may be
+/// folded at load from raw BatchNorm tensors "bn.weight", "bn.bias", "bn.running_mean" and
+/// "bn.running_var" — rows of OH·OW outputs, and the output shape from the attributes.
+class Conv2dOp : public RuntimeOp {
 public:
-    /// Throws UsageError for invalid tiles (GemmTiles::validate).
-    Conv2dBnSiluGemmForward(int block_m, int block_n, int block_k, int group_m,
-                            int max_shared_bytes = default_max_shared_bytes, int split_k = 1);
+    [[nodiscard]] const Conv2dAttrs& attrs() const noexcept { return attrs_; }
+    [[nodiscard]] const Kernel& kernel() const noexcept { return kernel_; }
 
-    [[nodiscard]] const GemmTiles& tiles() const noexcept { return tiles_; }
-    [[nodiscard]] int split_k() const noexcept { return split_k_; }
-    [[nodiscard]] int block_m() const noexcept { return tiles_.block_m; }
-    [[nodiscard]] int block_n() const noexcept { return tiles_.block_n; }
-    [[nodiscard]] int block_k() const noexcept { return tiles_.block_k; }
-    [[nodiscard]] int group_m() const noexcept { return tiles_.group_m; }
-
-    // RuntimeOp
     [[nodiscard]] std::size_t n_activation_inputs() const override { return 1; }
+    [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return kernel_; }
     [[nodiscard]] std::vector<Shape> param_shapes(std::span<const ShapeView> input_shapes,
                                                   ShapeView output_shape) const override;
     [[nodiscard]] std::span<const std::string_view> param_names() const override;
+    [[nodiscard]] std::optional<ParamFold> param_fold(std::span<const Shape> param_shapes) const override;
     [[nodiscard]] std::size_t forward_output_row_elems(ShapeView output_shape) const override;
-    void pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output, ShapeView output_shape,
-                   int output_row_stride, ArgVisitor& visitor) const override;
-    [[nodiscard]] Dims block() const override;
+    [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
+                                                      ShapeView resolved) const override;
+
+protected:
+    Conv2dOp(Kernel kernel, const Conv2dAttrs& attrs) : kernel_(std::move(kernel)), attrs_(attrs) {}
+
+private:
+    Kernel kernel_;
+    Conv2dAttrs attrs_;
+};
+
+/// The tensor-core conv ops (1×1 GEMM and implicit GEMM): GemmTiles, split-K over thread-block
+/// clusters of split_k blocks that share one tile's K (split_k > 1 needs sm_90), and a grid of
+/// ⌈B·OH·OW/BLOCK_M⌉·⌈(C_OUT/groups)/BLOCK_N⌉·split_k blocks per group, GROUP_M-swizzled.
+class GemmConvOp : public Conv2dOp {
+public:
+    [[nodiscard]] const GemmTiles& tiles() const noexcept { return tiles_; }
+    [[nodiscard]] int split_k() const noexcept { return split_k_; }
+
     [[nodiscard]] Dims grid(ShapeView output_shape) const override;
-    [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return *this; }
     [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return tiles_.shared_bytes(split_k_); }
     [[nodiscard]] Dims cluster_for_launch(std::size_t) const override { return {unsigned(split_k_), 1, 1}; }
+
+protected:
+    GemmConvOp(Kernel kernel, const Conv2dAttrs& attrs, const GemmTiles& tiles, int split_k)
+        : Conv2dOp(std::move(kernel), attrs), tiles_(tiles), split_k_(split_k) {}
 
 private:
     GemmTiles tiles_;
     int split_k_;
+};
+
+/// 1×1, stride 1, unpadded, ungrouped Conv2d + BN + SiLU as a TF32 GEMM
+/// (kernels_src/conv2d_bn_silu_gemm_forward.cu). Y[b][N, M] = W[N, K] · X[b][K, M] with N = C_OUT,
+/// K = C_IN, M = OH·OW; the batch is folded into the columns.
+class Conv2dBnSiluGemmForward final : public GemmConvOp {
+public:
+    using KernelType = TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>,
+                                   param<"bn_shift", float*>, param<"y", float*>, param<"B", std::int32_t>,
+                                   param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>,
+                                   param<"M", std::int32_t>, param<"y_row_stride", std::int32_t>>;
+
+    /// Throws UsageError for invalid tiles (GemmTiles::validate).
+    Conv2dBnSiluGemmForward(int block_m, int block_n, int block_k, int group_m,
+                            int max_shared_bytes = default_max_shared_bytes, int split_k = 1, float bn_eps = 1e-5f);
+
+    void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
 };
 
 /// The arguments of the general conv kernels, in order; `Extra` ones follow.
@@ -112,68 +145,29 @@ using GeneralConvKernel = TypedKernel<param<"x", float*>, param<"w", float*>, pa
                                       param<"stride", std::int32_t>, param<"pad", std::int32_t>,
                                       param<"groups", std::int32_t>, param<"y_row_stride", std::int32_t>, Extra...>;
 
-/// What every general (any kernel size, stride, padding, groups) conv op shares as a RuntimeOp:
-/// one NCHW input, parameters weight [C_OUT, C_IN/groups, KH, KW], bn_scale and bn_shift
-/// [C_OUT], rows of OH·OW outputs, the output shape from the attributes.
-class Conv2dOp : public RuntimeOp {
-public:
-    explicit Conv2dOp(const Conv2dAttrs& attrs) : attrs_(attrs) {}
-    [[nodiscard]] const Conv2dAttrs& attrs() const noexcept { return attrs_; }
-
-    [[nodiscard]] std::size_t n_activation_inputs() const override { return 1; }
-    [[nodiscard]] std::vector<Shape> param_shapes(std::span<const ShapeView> input_shapes,
-                                                  ShapeView output_shape) const override;
-    [[nodiscard]] std::span<const std::string_view> param_names() const override;
-    [[nodiscard]] std::size_t forward_output_row_elems(ShapeView output_shape) const override;
-    [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
-                                                      ShapeView resolved) const override;
-
-protected:
-    Conv2dAttrs attrs_;
-};
-
 /// Conv2d (any kernel size, stride, padding, groups; dilation 1) + BN + SiLU as an implicit GEMM
 /// on tensor cores, one GEMM per group (kernels_src/conv2d_bn_silu_forward.cu): N = C_OUT/groups,
 /// K = C_IN/groups·KH·KW, columns B·OH·OW; patches are gathered on the fly. Grid
-/// [⌈B·OH·OW/BLOCK_M⌉·⌈N/BLOCK_N⌉·split_k, groups, 1], split-K clusters as the 1×1 kernel's.
-class Conv2dBnSiluForward final
-    : public GeneralConvKernel<>,
-      public Conv2dOp {
+/// [⌈B·OH·OW/BLOCK_M⌉·⌈N/BLOCK_N⌉·split_k, groups, 1].
+class Conv2dBnSiluForward final : public GemmConvOp {
 public:
+    using KernelType = GeneralConvKernel<>;
+
     /// Throws UsageError for invalid tiles or attributes no kernel supports (dilation ≠ 1,
     /// unequal strides or paddings).
     Conv2dBnSiluForward(const GemmTiles& tiles, const Conv2dAttrs& attrs,
                         int max_shared_bytes = default_max_shared_bytes, int split_k = 1);
 
-    [[nodiscard]] const GemmTiles& tiles() const noexcept { return tiles_; }
-    [[nodiscard]] int split_k() const noexcept { return split_k_; }
-
-    // RuntimeOp (shapes and parameters: Conv2dOp)
-    void pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output, ShapeView output_shape,
-                   int output_row_stride, ArgVisitor& visitor) const override;
-    [[nodiscard]] Dims block() const override;
-    [[nodiscard]] Dims grid(ShapeView output_shape) const override;
-    [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return *this; }
-    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return tiles_.shared_bytes(split_k_); }
-    [[nodiscard]] Dims cluster_for_launch(std::size_t) const override { return {unsigned(split_k_), 1, 1}; }
-
-private:
-    GemmTiles tiles_;
-    int split_k_;
-};
-
-/// Tile constants of the direct kernel: output channels and output pixels per block.
-struct DirectTiles {
-    int block_oc, block_ow;
+    void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
 };
 
 /// Conv2d (any kernel size, stride, padding, groups; dilation 1) + BN + SiLU, computed directly in
 /// fp32 (kernels_src/conv2d_bn_silu_direct_forward.cu): for depthwise and narrow-group layers,
 /// whose per-group GEMMs are too thin for tensor cores. Grid [⌈OW/BLOCK_OW⌉, OH, B·⌈C_OUT/BLOCK_OC⌉].
-class Conv2dBnSiluDirectForward final
-    : public GeneralConvKernel<param<"step_channels", std::int32_t>>,
-      public Conv2dOp {
+class Conv2dBnSiluDirectForward final : public Conv2dOp {
 public:
+    using KernelType = GeneralConvKernel<param<"step_channels", std::int32_t>>;
+
     /// `shape` fixes the channel counts the shared-memory plan is made for. Throws UsageError
     /// for invalid tiles, unsupported attributes (dilation ≠ 1, unequal strides or paddings), or
     /// a plan that cannot fit `max_shared_bytes`.
@@ -183,17 +177,12 @@ public:
     [[nodiscard]] static std::span<const DirectTiles> configurations();
     [[nodiscard]] static unsigned threads(const DirectTiles& t);
 
-    [[nodiscard]] int block_oc() const noexcept { return tiles_.block_oc; }
-    [[nodiscard]] int block_ow() const noexcept { return tiles_.block_ow; }
+    [[nodiscard]] const DirectTiles& tiles() const noexcept { return tiles_; }
     /// Input channels staged per step, and the shared memory that takes.
     [[nodiscard]] int step_channels() const noexcept { return step_channels_; }
 
-    // RuntimeOp (shapes and parameters: Conv2dOp)
-    void pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output, ShapeView output_shape,
-                   int output_row_stride, ArgVisitor& visitor) const override;
-    [[nodiscard]] Dims block() const override;
+    void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
     [[nodiscard]] Dims grid(ShapeView output_shape) const override;
-    [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return *this; }
     [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return shared_bytes_; }
 
 private:
@@ -203,40 +192,30 @@ private:
     unsigned shared_bytes_;
 };
 
-/// What dispatch needs to know about the device.
-struct DeviceTraits {
-    int multiprocessors = 132;
-    int max_shared_bytes = 232448;
-    bool clusters = true;  ///< thread-block clusters (sm_90+): split-K is possible
-    static DeviceTraits of(const Device& device);
-};
-
 /// The op for a Conv2d + BN + SiLU layer: the 1×1 GEMM kernel for 1×1 / stride 1 / pad 0 /
 /// groups 1; the implicit-GEMM kernel for other layers whose groups are wide enough for tensor
 /// cores; the direct kernel for depthwise and narrow groups. Tiles from a heuristic on the
-/// problem and device.
-/// Throws UsageError for attributes neither kernel supports.
-[[nodiscard]] std::unique_ptr<RuntimeOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
-                                                                 const DeviceTraits& device);
+/// problem and device. Throws UsageError for attributes no kernel supports.
+[[nodiscard]] std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                                const DeviceTraits& device);
+/// dispatch_conv2d_bn_silu, preferring a winner `kjit tune` stored in `cache` for this layer,
+/// device name and arch.
+[[nodiscard]] std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                                const Device& device, Cache& cache);
 
 /// A canonical text for a layer ("b32_c256x56x56_o64_k1x1_s1x1_p0x0_g1"): the key of tuned winners.
 [[nodiscard]] std::string conv2d_problem_key(const Conv2dAttrs& attrs, const Conv2dShape& shape);
-
 /// The op for a layer from a configuration written as the tuner writes it:
 /// "BLOCK_M=64 BLOCK_N=64 BLOCK_K=32 GROUP_M=8 SPLIT_K=2" (GEMM kernels; SPLIT_K optional) or
 /// "BLOCK_OC=32 BLOCK_OW=64" (the direct kernel). Throws UsageError for unknown or missing keys
 /// and invalid values.
-[[nodiscard]] std::unique_ptr<RuntimeOp> make_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
-                                                             const std::string& config, const DeviceTraits& device);
-/// The configuration text of an op made by dispatch or make_conv2d_bn_silu.
-[[nodiscard]] std::string conv2d_bn_silu_config(const RuntimeOp& op);
+[[nodiscard]] std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                            const std::string& config, const DeviceTraits& device);
+/// The configuration text of a conv op (what make_conv2d_bn_silu reads back).
+[[nodiscard]] std::string conv2d_bn_silu_config(const Conv2dOp& op);
 /// Every configuration worth trying for a layer on a device (what `kjit tune` times).
 [[nodiscard]] std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                                  const DeviceTraits& device);
-/// dispatch_conv2d_bn_silu, preferring a winner `kjit tune` stored in `cache` for this layer,
-/// device name and arch.
-[[nodiscard]] std::unique_ptr<RuntimeOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
-                                                                 const Device& device, Cache& cache);
 
 /// float64 reference: y[b][oc][oh][ow] = silu(scale·conv(x, w) + shift), NCHW, weights
 /// [C_OUT][C_IN/groups][KH][KW].

@@ -8,7 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include <kjit/compile.hpp>
+#include <kjit/arch.hpp>
+#include <kjit/detail/unique_handle.hpp>
 
 // Opaque driver handle types, declared exactly as cuda.h declares them.
 struct CUctx_st;
@@ -19,7 +20,15 @@ struct CUevent_st;
 struct CUgraphExec_st;
 
 namespace kjit {
-namespace detail { struct DeviceRecord; }
+namespace detail {
+struct DeviceRecord;
+// How each owned handle is released (src/cuda); failures there have nowhere useful to go.
+void destroy_stream(CUstream_st* stream) noexcept;
+void free_memory(std::uint64_t address) noexcept;
+void destroy_event(CUevent_st* event) noexcept;
+void destroy_graph_exec(CUgraphExec_st* exec) noexcept;
+void unload_module(CUmod_st* module) noexcept;
+}  // namespace detail
 
 struct Dim3 {
     unsigned x = 1;
@@ -60,40 +69,29 @@ public:
     explicit Stream(const Device& device);
     /// Wraps a stream someone else owns (e.g. a framework's); it is not destroyed here.
     static Stream borrow(const Device& device, CUstream_st* handle) noexcept;
-    ~Stream();
-    Stream(Stream&& other) noexcept;
-    Stream& operator=(Stream&& other) noexcept;
-    Stream(const Stream&) = delete;
-    Stream& operator=(const Stream&) = delete;
 
-    [[nodiscard]] CUstream_st* handle() const noexcept { return handle_; }
+    [[nodiscard]] CUstream_st* handle() const noexcept { return owned_ ? owned_.get() : borrowed_; }
     [[nodiscard]] const Device& device() const noexcept { return device_; }
     void synchronize() const;
 
 private:
-    Stream(const Device& device, CUstream_st* handle, bool owned) noexcept
-        : device_(device), handle_(handle), owned_(owned) {}
+    Stream(const Device& device, CUstream_st* borrowed) noexcept : device_(device), borrowed_(borrowed) {}
     Device device_;
-    CUstream_st* handle_ = nullptr;
-    bool owned_ = false;
+    CUstream_st* borrowed_ = nullptr;
+    detail::UniqueHandle<CUstream_st*, detail::destroy_stream> owned_;
 };
 
 /// Device memory.
 class DeviceBuffer {
 public:
     DeviceBuffer(const Device& device, std::size_t bytes);
-    ~DeviceBuffer();
-    DeviceBuffer(DeviceBuffer&& other) noexcept;
-    DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
     /// The device address as a typed pointer, for kernel arguments.
     template <class T>
     [[nodiscard]] T* as() const noexcept {
-        return reinterpret_cast<T*>(static_cast<std::uintptr_t>(address_));
+        return reinterpret_cast<T*>(static_cast<std::uintptr_t>(address()));
     }
-    [[nodiscard]] std::uint64_t address() const noexcept { return address_; }
+    [[nodiscard]] std::uint64_t address() const noexcept { return memory_.get(); }
     [[nodiscard]] std::size_t size_bytes() const noexcept { return bytes_; }
 
     /// Synchronous copies; the byte ranges are checked against the buffer's size.
@@ -108,7 +106,7 @@ public:
 
 private:
     Device device_;
-    std::uint64_t address_ = 0;
+    detail::UniqueHandle<std::uint64_t, detail::free_memory> memory_;
     std::size_t bytes_ = 0;
 };
 
@@ -116,21 +114,16 @@ private:
 class Event {
 public:
     explicit Event(const Device& device);
-    ~Event();
-    Event(Event&& other) noexcept;
-    Event& operator=(Event&& other) noexcept;
-    Event(const Event&) = delete;
-    Event& operator=(const Event&) = delete;
 
     void record(const Stream& stream);
     void synchronize() const;
     /// Milliseconds between two recorded, completed events.
     [[nodiscard]] static float elapsed_ms(const Event& start, const Event& end);
-    [[nodiscard]] CUevent_st* handle() const noexcept { return handle_; }
+    [[nodiscard]] CUevent_st* handle() const noexcept { return event_.get(); }
 
 private:
     Device device_;
-    CUevent_st* handle_ = nullptr;
+    detail::UniqueHandle<CUevent_st*, detail::destroy_event> event_;
 };
 
 /// Stream work captured once and replayed with a single launch (CUDA graphs): how benchmarks
@@ -149,11 +142,6 @@ public:
         }
         return end_capture(stream);
     }
-    ~Graph();
-    Graph(Graph&& other) noexcept;
-    Graph& operator=(Graph&& other) noexcept;
-    Graph(const Graph&) = delete;
-    Graph& operator=(const Graph&) = delete;
 
     /// Enqueues one replay on `stream`.
     void launch(const Stream& stream) const;
@@ -163,7 +151,7 @@ private:
     static void begin_capture(const Stream& stream);
     static void abandon_capture(const Stream& stream) noexcept;
     static Graph end_capture(const Stream& stream);
-    CUgraphExec_st* exec_ = nullptr;
+    detail::UniqueHandle<CUgraphExec_st*, detail::destroy_graph_exec> exec_;
 };
 
 /// Enqueues a 2-D device-to-device copy on `stream`: `rows` rows of `row_bytes`, read every
@@ -179,11 +167,6 @@ enum class LoadPath { cubin, ptx };
 class Module {
 public:
     Module(const Device& device, std::span<const std::byte> cubin, std::string_view ptx);
-    ~Module();
-    Module(Module&& other) noexcept;
-    Module& operator=(Module&& other) noexcept;
-    Module(const Module&) = delete;
-    Module& operator=(const Module&) = delete;
 
     /// Throws CudaError naming the symbol if it is not in the module.
     [[nodiscard]] CUfunc_st* function(const std::string& name) const;
@@ -192,7 +175,7 @@ public:
 
 private:
     Device device_;
-    CUmod_st* handle_ = nullptr;
+    detail::UniqueHandle<CUmod_st*, detail::unload_module> module_;
     LoadPath path_ = LoadPath::cubin;
 };
 

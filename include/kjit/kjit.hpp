@@ -1,14 +1,23 @@
-// kjit/kjit.hpp — everything a user of kjit includes.
+// kjit/kjit.hpp — everything a user of kjit includes, layer by layer.
 #pragma once
+// The JIT core: kernel objects, compilation, the cache, driver handles, the runtime.
+#include <kjit/arch.hpp>
 #include <kjit/args.hpp>
 #include <kjit/cache.hpp>
 #include <kjit/compile.hpp>
-#include <kjit/conv.hpp>
 #include <kjit/driver.hpp>
 #include <kjit/error.hpp>
 #include <kjit/kernel.hpp>
 #include <kjit/log.hpp>
-#include <kjit/ops.hpp>
-#include <kjit/registry.hpp>
 #include <kjit/runtime.hpp>
+#include <kjit/tuning.hpp>
+#include <kjit/typed_kernel.hpp>
+// Ops: the RuntimeOp interface and the shipped kernel families.
+#include <kjit/conv.hpp>
+#include <kjit/device_traits.hpp>
+#include <kjit/elementwise.hpp>
+#include <kjit/registry.hpp>
 #include <kjit/runtime_op.hpp>
+// Networks: graphs of ops and their weights.
+#include <kjit/model.hpp>
+#include <kjit/safetensors.hpp>

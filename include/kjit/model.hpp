@@ -1,6 +1,6 @@
 // kjit/model.hpp — run a network of RuntimeOps: a JSON graph planned for a batch size, its
-// parameters by dotted key ("{node}.{slot}") from a safetensors file, and its forward pass run
-// op by op or replayed as one CUDA graph. The graph format is in docs/MODEL.md.
+// parameters by dotted key ("{node}.{slot}") from a safetensors file (kjit/safetensors.hpp), and
+// its forward pass run op by op or replayed as one CUDA graph. The graph format is in docs/MODEL.md.
 #pragma once
 #include <cstddef>
 #include <filesystem>
@@ -13,35 +13,13 @@
 #include <string_view>
 #include <vector>
 
-#include <kjit/conv.hpp>
+#include <kjit/device_traits.hpp>
 #include <kjit/driver.hpp>
 #include <kjit/runtime.hpp>
 #include <kjit/runtime_op.hpp>
+#include <kjit/safetensors.hpp>
 
 namespace kjit {
-
-// ---- safetensors ------------------------------------------------------------------------------------
-
-/// One tensor of a safetensors file: its dtype ("F32", "F16", …), shape, and bytes in the file.
-struct SafeTensor {
-    std::string dtype;
-    Shape shape;
-    std::span<const std::byte> data;
-};
-
-/// The tensors of a safetensors file held in memory (8-byte little-endian header length, a JSON
-/// header, the data). Throws UsageError saying what is malformed: sizes, offsets outside the
-/// data, a byte count that does not match dtype × shape, an unknown dtype, overlapping tensors.
-[[nodiscard]] std::map<std::string, SafeTensor> parse_safetensors(std::span<const std::byte> file);
-
-/// A named f32 tensor to write.
-struct NamedTensor {
-    std::string name;
-    Shape shape;
-    std::span<const float> values;
-};
-/// Writes `tensors` as a safetensors file (F32).
-void write_safetensors(const std::filesystem::path& file, std::span<const NamedTensor> tensors);
 
 // ---- ops of a graph ------------------------------------------------------------------------------------
 
@@ -66,9 +44,10 @@ struct MadeOp {
 using OpFactory =
     std::function<MadeOp(const NodeAttrs& attrs, std::span<const ShapeView> input_shapes, const DeviceTraits& device)>;
 
-/// Makes `name` available as a graph op. Built in: conv2d_bn_silu (attrs c_out, kernel, stride,
-/// pad, groups, bn_eps; through dispatch_conv2d_bn_silu), add, concat, maxpool2d (kernel,
-/// stride, pad), upsample_nearest2d (scale, default 2). Registering a name again replaces it.
+/// Makes `name` available as a graph op. Built in (src/model/builtin_ops.cpp): conv2d_bn_silu
+/// (attrs c_out, kernel, stride, pad, groups, bn_eps; through dispatch_conv2d_bn_silu), add,
+/// concat, maxpool2d (kernel, stride, pad), upsample_nearest2d (scale, default 2). Registering a
+/// name again replaces it.
 void register_op(std::string name, OpFactory factory);
 
 // ---- a planned graph (no GPU needed) -----------------------------------------------------------------------
@@ -94,7 +73,6 @@ public:
         std::size_t output;               ///< index into values()
         std::unique_ptr<RuntimeOp> op;
         std::vector<Param> params;
-        std::optional<double> bn_eps;  ///< conv nodes: the ε for raw BatchNorm tensors
     };
 
     [[nodiscard]] static ModelPlan from_json(std::string_view graph_json, int batch, const DeviceTraits& device);
@@ -116,8 +94,8 @@ private:
 
 /// What load_weights did.
 struct WeightsReport {
-    std::size_t loaded = 0;  ///< parameter slots filled from the file
-    std::size_t folded = 0;  ///< conv nodes whose BatchNorm was folded from raw tensors
+    std::size_t loaded = 0;  ///< parameter slots filled (from the file or folded)
+    std::size_t folded = 0;  ///< nodes whose slots were folded from other tensors (RuntimeOp::param_fold)
     std::vector<std::string> extra;  ///< keys in the file no slot took (warned)
 };
 
@@ -134,10 +112,11 @@ public:
     LoadedModel(LoadedModel&&) noexcept;
     LoadedModel& operator=(LoadedModel&&) noexcept;
 
-    /// Fills parameters by dotted key. A conv node may instead carry raw BatchNorm tensors
-    /// ("{node}.bn.weight", ".bn.bias", ".bn.running_mean", ".bn.running_var"), folded into
-    /// bn_scale / bn_shift with the node's bn_eps. Missing keys and dtype or shape mismatches
-    /// throw UsageError listing all of them; extra keys are warned about.
+    /// Fills parameters by dotted key. Where a node's op folds some slots from other tensors
+    /// (RuntimeOp::param_fold: a conv's bn_scale and bn_shift from "{node}.bn.weight", ".bn.bias",
+    /// ".bn.running_mean", ".bn.running_var") and the file holds those instead, they are folded.
+    /// Missing keys and dtype or shape mismatches throw UsageError listing all of them; extra
+    /// keys are warned about.
     WeightsReport load_weights(const std::filesystem::path& safetensors);
     WeightsReport load_weights(const std::map<std::string, SafeTensor>& tensors);
 

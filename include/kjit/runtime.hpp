@@ -5,8 +5,6 @@
 #include <filesystem>
 #include <memory>
 #include <string_view>
-#include <tuple>
-#include <type_traits>
 
 #include <kjit/args.hpp>
 #include <kjit/cache.hpp>
@@ -94,79 +92,6 @@ public:
 private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
-};
-
-// ---- Typed kernels: argument types checked at compile time ---------------------------------
-
-/// A string usable as a template argument (parameter names of typed kernels).
-template <std::size_t N>
-struct fixed_string {
-    char chars[N]{};
-    constexpr fixed_string(const char (&s)[N]) noexcept {  // NOLINT: implicit by design
-        for (std::size_t i = 0; i < N; ++i) chars[i] = s[i];
-    }
-    [[nodiscard]] constexpr std::string_view view() const noexcept { return {chars, N - 1}; }
-};
-
-/// One parameter of a typed kernel: `param<"x", float*>`.
-template <fixed_string Name, kernel_argument T>
-struct param {
-    using type = T;
-    static constexpr std::string_view name = Name.view();
-};
-
-namespace detail {
-/// `given` may be passed for a parameter declared `declared`: the same type, or a pointer to
-/// const where the declaration has a pointer to mutable.
-template <class Declared, class Given>
-inline constexpr bool arg_matches =
-    std::is_same_v<Declared, std::remove_cvref_t<Given>> ||
-    (std::is_pointer_v<Declared> && std::is_pointer_v<std::remove_cvref_t<Given>> &&
-     std::is_same_v<std::remove_pointer_t<Declared>,
-                    std::remove_const_t<std::remove_pointer_t<std::remove_cvref_t<Given>>>>);
-
-template <class Declared, class Given>
-constexpr Declared as_declared(Given given) noexcept {
-    if constexpr (std::is_pointer_v<Declared>) return const_cast<Declared>(given);
-    else return given;
-}
-}  // namespace detail
-
-/// Base of concrete kernel classes: a thin typed wrapper over Kernel whose launch() only
-/// compiles when the arguments match the parameter list exactly.
-template <class... Params>
-class TypedKernel : public Kernel {
-    static_assert(sizeof...(Params) > 0, "a kernel takes at least one parameter");
-
-public:
-    /// The run-time signature, derived from the same parameter list.
-    [[nodiscard]] static std::vector<Param> signature() {
-        return {Param{std::string(Params::name), param_type_v<typename Params::type>}...};
-    }
-
-    template <class... Given>
-        requires(sizeof...(Given) == sizeof...(Params) &&
-                 (detail::arg_matches<typename Params::type, Given> && ...))
-    void launch(const Stream& stream, const LaunchConfig& config, Given... args) const {
-        std::tuple<typename Params::type...> values{detail::as_declared<typename Params::type>(args)...};
-        std::apply([&](auto&... v) {
-            void* packed[] = {static_cast<void*>(&v)...};
-            launch_packed(stream, config, packed);
-        }, values);
-    }
-
-    template <class... Given>
-        requires(sizeof...(Given) == sizeof...(Params) &&
-                 (detail::arg_matches<typename Params::type, Given> && ...))
-    void launch(const Stream& stream, Dim3 grid, Dim3 block, Given... args) const {
-        launch(stream, LaunchConfig{grid, block, 0}, args...);
-    }
-
-    using Kernel::launch;
-
-protected:
-    TypedKernel(std::string name, std::vector<Constant> constants, unsigned max_threads_per_block)
-        : Kernel(KernelSpec{std::move(name), std::move(constants), signature(), max_threads_per_block}) {}
 };
 
 }  // namespace kjit

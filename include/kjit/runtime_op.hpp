@@ -1,11 +1,13 @@
 // kjit/runtime_op.hpp — an op a graph executor can run without knowing what it computes:
-// shapes, parameters, and how to pack and launch its kernel(s). Override what you need; the
-// rest have defaults.
+// shapes, parameters, and how to pack and launch its kernel(s). An op overrides the few methods
+// it needs; the rest have defaults.
 #pragma once
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -34,73 +36,106 @@ struct Tensor {
     ShapeView shape;
 };
 
+/// The tensors of one forward call, as every forward method receives them.
+struct OpCall {
+    std::span<const Tensor> inputs;  ///< activations, n_activation_inputs() of them
+    std::span<void* const> params;   ///< parameter buffers, in param_names() order
+    void* output = nullptr;
+    ShapeView output_shape;
+    int output_row_stride = 0;  ///< elements between output rows (forward_output_row_stride)
+};
+
+/// The tensors of one backward call: the forward's, the output gradient, and the gradients to write.
+struct BackwardCall : OpCall {
+    void* grad_output = nullptr;
+    int grad_output_row_stride = 0;
+    std::span<void* const> grad_inputs;
+    std::span<void* const> grad_params;
+};
+
+/// Parameter slots an op can compute at load time from other tensors a weights file holds
+/// instead (a conv's bn_scale and bn_shift from raw BatchNorm statistics).
+struct ParamFold {
+    std::vector<std::string> sources;  ///< looked up as "{node}.{source}", each an f32 tensor
+    Shape source_shape;                ///< the shape every source must have
+    std::vector<std::size_t> targets;  ///< the param slots it fills, indices into param_names()
+    /// The targets' values, in `targets` order, from the sources' values in `sources` order.
+    std::function<std::vector<std::vector<float>>(std::span<const std::vector<float>> sources)> fold;
+};
+
 class RuntimeOp {
 public:
     virtual ~RuntimeOp() = default;
 
+    // ---- what an op must say ----
+
     /// Activation tensors taken from predecessor nodes.
     [[nodiscard]] virtual std::size_t n_activation_inputs() const = 0;
+    /// Packs the kernel's arguments in order.
+    virtual void pack_args(const OpCall& call, ArgVisitor& visitor) const = 0;
+    [[nodiscard]] virtual Dims grid(ShapeView output_shape) const = 0;
+    /// The kernel launch `launch` runs.
+    [[nodiscard]] virtual const Kernel& kernel_for_launch(std::size_t launch) const = 0;
+
+    // ---- shapes and parameters (defaults: no parameters, rows along the last dimension) ----
 
     /// Shapes of the parameter buffers (weights, …), from concrete input and output shapes.
     [[nodiscard]] virtual std::vector<Shape> param_shapes(std::span<const ShapeView> input_shapes,
                                                           ShapeView output_shape) const;
-    /// Names of those slots, in the same order ("{node}.{slot}" keys). Default: none.
+    /// Names of those slots, in the same order ("{node}.{slot}" keys).
     [[nodiscard]] virtual std::span<const std::string_view> param_names() const;
-
+    /// Little-endian bytes for parameter slot `index` right after allocation; none: zero-filled.
+    [[nodiscard]] virtual std::optional<std::vector<std::byte>> param_init_data(std::size_t index) const;
+    /// Slots that may be folded from other tensors at load (`param_shapes` as param_shapes()
+    /// returned them). Default: none.
+    [[nodiscard]] virtual std::optional<ParamFold> param_fold(std::span<const Shape> param_shapes) const;
     /// Elements of one output row. Default: the last dimension.
     [[nodiscard]] virtual std::size_t forward_output_row_elems(ShapeView output_shape) const;
     /// Elements between output rows (≥ row elems, e.g. for alignment). Default: row elems.
     [[nodiscard]] virtual std::size_t forward_output_row_stride(ShapeView output_shape) const;
-    /// Little-endian bytes for parameter slot `index` right after allocation. Default: none
-    /// (zero-initialised).
-    [[nodiscard]] virtual std::optional<std::vector<std::byte>> param_init_data(std::size_t index) const;
     /// The true output shape from concrete input shapes. Default: `resolved` unchanged.
     [[nodiscard]] virtual Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
                                                               ShapeView resolved) const;
 
-    /// Packs the kernel's arguments in order.
-    virtual void pack_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output,
-                           ShapeView output_shape, int output_row_stride, ArgVisitor& visitor) const = 0;
-    /// Threads per block: the block the kernel was compiled for (its __launch_bounds__).
-    [[nodiscard]] virtual Dims block() const = 0;
-    [[nodiscard]] virtual Dims grid(ShapeView output_shape) const = 0;
+    // ---- launches (defaults: one launch of kernel_for_launch(0)) ----
 
-    /// Sequential launches of the forward pass. Default: 1, delegating to pack_args and grid.
+    /// Threads per block. Default: the block kernel_for_launch(0) was compiled for (its
+    /// launch bounds); an op whose kernel has none overrides this.
+    [[nodiscard]] virtual Dims block() const;
     [[nodiscard]] virtual std::size_t n_launches() const;
-    virtual void pack_args_for_launch(std::size_t launch, std::span<const Tensor> inputs,
-                                      std::span<void* const> params, void* output, ShapeView output_shape,
-                                      int output_row_stride, ArgVisitor& visitor) const;
+    virtual void pack_args_for_launch(std::size_t launch, const OpCall& call, ArgVisitor& visitor) const;
     [[nodiscard]] virtual Dims grid_for_launch(std::size_t launch, std::span<const ShapeView> input_shapes,
                                                ShapeView output_shape) const;
-
-    /// Backward pass. Default: none; the backward methods then throw UsageError.
-    [[nodiscard]] virtual bool has_backward() const;
-    [[nodiscard]] virtual std::size_t backward_grad_output_row_stride(ShapeView output_shape) const;
-    virtual void pack_backward_args(std::span<const Tensor> inputs, std::span<void* const> params, void* output,
-                                    ShapeView output_shape, void* grad_output, int grad_output_row_stride,
-                                    std::span<void* const> grad_inputs, std::span<void* const> grad_params,
-                                    ArgVisitor& visitor) const;
-    [[nodiscard]] virtual Dims backward_block() const;
-    [[nodiscard]] virtual Dims backward_grid(std::span<const ShapeView> input_shapes, ShapeView output_shape) const;
-    [[nodiscard]] virtual std::size_t n_backward_launches() const;
-    virtual void pack_backward_args_for_launch(std::size_t launch, std::span<const Tensor> inputs,
-                                               std::span<void* const> params, void* output, ShapeView output_shape,
-                                               void* grad_output, int grad_output_row_stride,
-                                               std::span<void* const> grad_inputs,
-                                               std::span<void* const> grad_params, ArgVisitor& visitor) const;
-    [[nodiscard]] virtual Dims backward_grid_for_launch(std::size_t launch, std::span<const ShapeView> input_shapes,
-                                                        ShapeView output_shape) const;
-
-    /// The kernel launch `launch` runs, the dynamic shared memory and the thread-block cluster
-    /// it needs. Defaults: no dynamic shared memory, clusters of one block.
-    [[nodiscard]] virtual const Kernel& kernel_for_launch(std::size_t launch) const = 0;
+    /// Dynamic shared memory and thread-block cluster of launch `launch`. Defaults: none, 1 block.
     [[nodiscard]] virtual unsigned shared_bytes_for_launch(std::size_t launch) const;
     [[nodiscard]] virtual Dims cluster_for_launch(std::size_t launch) const;
 
+    // ---- backward (defaults: none — zero launches) ----
+
+    [[nodiscard]] virtual std::size_t n_backward_launches() const;
+    /// Default: n_backward_launches() > 0.
+    [[nodiscard]] virtual bool has_backward() const;
+    [[nodiscard]] virtual std::size_t backward_grad_output_row_stride(ShapeView output_shape) const;
+    /// Default: packs nothing (an op with backward launches overrides it).
+    virtual void pack_backward_args(const BackwardCall& call, ArgVisitor& visitor) const;
+    /// Defaults: the forward's block and grid.
+    [[nodiscard]] virtual Dims backward_block() const;
+    [[nodiscard]] virtual Dims backward_grid(std::span<const ShapeView> input_shapes, ShapeView output_shape) const;
+    virtual void pack_backward_args_for_launch(std::size_t launch, const BackwardCall& call,
+                                               ArgVisitor& visitor) const;
+    [[nodiscard]] virtual Dims backward_grid_for_launch(std::size_t launch, std::span<const ShapeView> input_shapes,
+                                                        ShapeView output_shape) const;
+    /// The kernel backward launch `launch` runs. Default: kernel_for_launch(launch).
+    [[nodiscard]] virtual const Kernel& backward_kernel_for_launch(std::size_t launch) const;
+
+    // ---- running ----
+
     /// Runs every forward launch on `stream` through `runtime`: packs (checked against each
     /// kernel's signature), then launches with block(), grid_for_launch() and shared bytes.
-    void forward(Runtime& runtime, const Stream& stream, std::span<const Tensor> inputs, std::span<void* const> params,
-                 void* output, ShapeView output_shape, int output_row_stride) const;
+    void forward(Runtime& runtime, const Stream& stream, const OpCall& call) const;
+    /// The same for the backward launches (with the same launch's shared memory and cluster);
+    /// throws UsageError for an op without backward.
+    void backward(Runtime& runtime, const Stream& stream, const BackwardCall& call) const;
 };
 
 }  // namespace kjit

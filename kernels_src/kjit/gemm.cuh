@@ -7,6 +7,7 @@
 // shared memory before the epilogue — more blocks for small, deep layers, and no workspace.
 #pragma once
 #include "kjit/bn_silu.cuh"
+#include "kjit/gemm_geometry.cuh"
 #include "kjit/grid.cuh"
 #include "kjit/ptx.cuh"
 
@@ -18,23 +19,22 @@
 
 namespace gemm {
 
-constexpr int STAGES = 3;
+constexpr int STAGES = kjit::GemmGeometry::stages;
 
-/// Block layout from the tile shape. Each warp owns 32 columns and WARP_N channels; kjit's host
-/// side (Conv2dBnSiluGemmForward) derives the same numbers for the launch.
+/// Block layout from the tile shape (kjit/gemm_geometry.cuh, which the host shares).
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K>
 struct Tiles {
-    static constexpr int WARPS_M = BLOCK_M / 32;
-    static constexpr int WARPS_N = BLOCK_N >= 64 ? 2 : 1;
-    static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
-    static constexpr int WARP_N = BLOCK_N / WARPS_N;
+    static constexpr kjit::GemmGeometry G{BLOCK_M, BLOCK_N, BLOCK_K};
+    static constexpr int WARPS_M = G.warps_m();
+    static constexpr int WARPS_N = G.warps_n();
+    static constexpr int THREADS = G.threads();
+    static constexpr int WARP_N = G.warp_n();
     static constexpr int FRAGS_N = WARP_N / 16;  // 16-channel MMA tiles per warp
     static constexpr int FRAGS_M = 4;            // 8-column MMA tiles per warp
-    // Shared tiles, padded so fragment reads hit 32 distinct banks.
-    static constexpr int W_STRIDE = BLOCK_K + 4;  // W tile: [BLOCK_N][BLOCK_K]
-    static constexpr int X_STRIDE = BLOCK_M + 8;  // X tile: [BLOCK_K][BLOCK_M]
-    static constexpr int W_STAGE = BLOCK_N * W_STRIDE;
-    static constexpr int X_STAGE = BLOCK_K * X_STRIDE;
+    static constexpr int W_STRIDE = G.w_stride();
+    static constexpr int X_STRIDE = G.x_stride();
+    static constexpr int W_STAGE = G.w_stage();
+    static constexpr int X_STAGE = G.x_stage();
 };
 
 /// Where column j's pixels sit: the start of its input (policy-specific) and of its output.

@@ -1,12 +1,10 @@
 // Index helpers shared by kernels: 64-bit so large tensors never overflow int32 arithmetic.
 #pragma once
+#include "kjit/ceil_div.cuh"
 
 namespace kjit {
 __device__ __forceinline__ long long block_index() { return blockIdx.x; }
 __device__ __forceinline__ long long grid_blocks() { return gridDim.x; }
-
-template <class T>
-__device__ __forceinline__ T ceil_div(T a, T b) { return (a + b - 1) / b; }
 
 struct TileCoord {
     int m;  // tile index along the GROUP_M-swizzled axis

@@ -62,12 +62,12 @@ int stats(const CacheOptions& o) {
         };
         const nlohmann::json j{{"path", cache.path().string()}, {"entries", all.entries}, {"bytes", all.bytes},
                                {"hits", all.hits}, {"by_arch", group(by_arch)}, {"by_kernel", group(by_kernel)},
-                               {"tuned", cache.tuned().size()}};
+                               {"tuned", tuned_configs(cache).size()}};
         fmt::print("{}\n", j.dump(2));
         return ok;
     }
     fmt::print("{}: {} entries, {:.1f} MB, {} hits, {} tuned winners\n", cache.path().string(), all.entries,
-               all.bytes / 1e6, all.hits, cache.tuned().size());
+               all.bytes / 1e6, all.hits, tuned_configs(cache).size());
     for (const auto* group : {&by_arch, &by_kernel})
         for (const auto& [name, t] : *group)
             fmt::print("  {:<36} {:>6} entries {:>9.1f} MB {:>8} hits\n", name, t.entries, t.bytes / 1e6, t.hits);

@@ -67,7 +67,7 @@ Tensors make_tensors(const Device& device, const Layer& l) {
 double time_forward(const RuntimeOp& op, Runtime& rt, const Stream& stream, Tensors& t, int iters) {
     const Tensor inputs[] = {{t.dx.as<float>(), t.x_shape}};
     void* const params[] = {t.dw.as<float>(), t.dscale.as<float>(), t.dshift.as<float>()};
-    auto once = [&] { op.forward(rt, stream, inputs, params, t.dy.as<float>(), t.y_shape, t.row); };
+    auto once = [&] { op.forward(rt, stream, {inputs, params, t.dy.as<float>(), t.y_shape, t.row}); };
     once();  // compile or load
     const Graph graph = Graph::capture(stream, once);
     graph.launch(stream);
@@ -160,8 +160,8 @@ int tune(const RunOptions& o) {
         const std::string key = conv2d_problem_key(l.attrs, l.shape);
         const bool right = error <= 2e-3;
         if (right)
-            rt.cache().store_tuned({"conv2d_bn_silu", key, device.name(), device.arch().name(), timed.front().second,
-                                    timed.front().first});
+            store_tuned(rt.cache(), {"conv2d_bn_silu", key, device.name(), device.arch().name(), timed.front().second,
+                                      timed.front().first});
         else
             status = failure;
         if (o.common.json) {

@@ -12,7 +12,7 @@
 #include <kjit/error.hpp>
 #include <kjit/log.hpp>
 
-#include "../../src/cache_key.hpp"
+#include "../../src/jit/cache_key.hpp"
 #include "fuzz_input.hpp"
 
 namespace fs = std::filesystem;

@@ -1,0 +1,93 @@
+// kjit/elementwise.hpp — the small ops a network needs around its convolutions, each a kernel in
+// kernels_src with its RuntimeOp: residual add, channel concat (one launch per input), max
+// pooling and nearest upsampling. NCHW, f32, tight rows.
+#pragma once
+#include <cstdint>
+
+#include <kjit/runtime_op.hpp>
+#include <kjit/typed_kernel.hpp>
+
+namespace kjit {
+
+/// Threads per block of the elementwise ops (their BLOCK constant).
+inline constexpr unsigned elementwise_block = 256;
+
+/// What the elementwise ops share: their kernel, compiled for elementwise_block threads, one
+/// element per thread per step of a grid-stride loop over the output, and tight output rows.
+class ElementwiseOp : public RuntimeOp {
+public:
+    [[nodiscard]] std::size_t n_activation_inputs() const override { return n_inputs_; }
+    [[nodiscard]] Dims grid(ShapeView output_shape) const override;
+    [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return kernel_; }
+    [[nodiscard]] const Kernel& kernel() const noexcept { return kernel_; }
+
+protected:
+    ElementwiseOp(Kernel kernel, std::size_t n_inputs) : kernel_(std::move(kernel)), n_inputs_(n_inputs) {}
+    /// Throws UsageError unless `call` has the inputs, the output shape and the tight rows this op makes.
+    void check_call(const OpCall& call) const;
+
+private:
+    Kernel kernel_;
+    std::size_t n_inputs_;
+};
+
+/// y = a + b, same shapes (kernels_src/add.cu).
+class AddOp final : public ElementwiseOp {
+public:
+    using KernelType = TypedKernel<param<"a", float*>, param<"b", float*>, param<"y", float*>, param<"n", std::int64_t>>;
+    AddOp();
+    [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
+                                                      ShapeView resolved) const override;
+    void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
+};
+
+/// Concatenation of `n_inputs` NCHW tensors along channels (kernels_src/concat_channels.cu):
+/// one launch per input, each copying it to its channel offset.
+class ConcatChannelsOp final : public ElementwiseOp {
+public:
+    using KernelType = TypedKernel<param<"src", float*>, param<"dst", float*>, param<"B", std::int32_t>,
+                                   param<"C_SRC", std::int32_t>, param<"C_DST", std::int32_t>,
+                                   param<"C_OFFSET", std::int32_t>, param<"HW", std::int64_t>>;
+    explicit ConcatChannelsOp(std::size_t n_inputs);
+    [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
+                                                      ShapeView resolved) const override;
+    [[nodiscard]] std::size_t n_launches() const override { return n_activation_inputs(); }
+    void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
+    void pack_args_for_launch(std::size_t launch, const OpCall& call, ArgVisitor& visitor) const override;
+    [[nodiscard]] Dims grid_for_launch(std::size_t launch, std::span<const ShapeView> input_shapes,
+                                       ShapeView output_shape) const override;
+};
+
+/// Max pooling over kernel×kernel windows with a stride and −∞ padding (kernels_src/maxpool2d.cu).
+class MaxPool2dOp final : public ElementwiseOp {
+public:
+    using KernelType = TypedKernel<param<"x", float*>, param<"y", float*>, param<"B", std::int32_t>,
+                                   param<"C", std::int32_t>, param<"H", std::int32_t>, param<"W", std::int32_t>,
+                                   param<"OH", std::int32_t>, param<"OW", std::int32_t>, param<"K", std::int32_t>,
+                                   param<"stride", std::int32_t>, param<"pad", std::int32_t>>;
+    /// Throws UsageError unless kernel ≥ 1, stride ≥ 1 and 0 ≤ pad ≤ kernel / 2 (PyTorch's rule).
+    MaxPool2dOp(int kernel, int stride, int pad);
+    [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
+                                                      ShapeView resolved) const override;
+    void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
+
+private:
+    int window_, stride_, pad_;
+};
+
+/// Nearest-neighbour upsampling by an integer factor (kernels_src/upsample_nearest2d.cu).
+class UpsampleNearest2dOp final : public ElementwiseOp {
+public:
+    using KernelType = TypedKernel<param<"x", float*>, param<"y", float*>, param<"B", std::int32_t>,
+                                   param<"C", std::int32_t>, param<"H", std::int32_t>, param<"W", std::int32_t>>;
+    /// Throws UsageError unless 1 ≤ scale ≤ 16.
+    explicit UpsampleNearest2dOp(int scale = 2);
+    [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
+                                                      ShapeView resolved) const override;
+    void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
+
+private:
+    int scale_;
+};
+
+}  // namespace kjit

@@ -1,0 +1,34 @@
+// The tensor-core GEMM's tile geometry: block layout and shared-memory plan of one tile shape.
+// Both sides compile this one definition — NVRTC for the kernels (gemm.cuh), the host compiler
+// for launch shapes, shared-memory sizes and validation — so the two never disagree. Plain
+// constexpr C++ only (NVRTC's -default-device makes these device functions).
+#pragma once
+
+namespace kjit {
+
+/// A BLOCK_M (columns: pixels) × BLOCK_N (rows: output channels) × BLOCK_K (reduction) tile.
+struct GemmGeometry {
+    int block_m, block_n, block_k;
+
+    static constexpr int stages = 3;  // cp.async pipeline depth
+
+    // Each warp owns 32 columns and warp_n() channels.
+    constexpr int warps_m() const { return block_m / 32; }
+    constexpr int warps_n() const { return block_n >= 64 ? 2 : 1; }
+    constexpr int threads() const { return 32 * warps_m() * warps_n(); }
+    constexpr int warp_n() const { return block_n / warps_n(); }
+    // Shared tiles, padded so fragment reads hit 32 distinct banks.
+    constexpr int w_stride() const { return block_k + 4; }  // W tile: [BLOCK_N][BLOCK_K]
+    constexpr int x_stride() const { return block_m + 8; }  // X tile: [BLOCK_K][BLOCK_M]
+    constexpr int w_stage() const { return block_n * w_stride(); }
+    constexpr int x_stage() const { return block_k * x_stride(); }
+    /// Dynamic shared memory: the pipeline's stages, or with split-K the whole partial tile
+    /// parked for the cluster's reduction when that is larger.
+    constexpr int shared_floats(int split_k) const {
+        const int pipeline = stages * (w_stage() + x_stage());
+        const int partial = split_k > 1 ? block_m * block_n : 0;
+        return pipeline > partial ? pipeline : partial;
+    }
+};
+
+}  // namespace kjit

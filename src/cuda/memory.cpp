@@ -1,0 +1,65 @@
+// Device memory: allocations with range-checked synchronous copies, and pitched async copies.
+#include <fmt/format.h>
+#include <kjit/driver.hpp>
+#include <kjit/error.hpp>
+
+#include "cuda/driver_api.hpp"
+
+namespace kjit {
+
+void detail::free_memory(std::uint64_t address) noexcept {
+    release(&Driver::cuMemFree, static_cast<CUdeviceptr>(address));
+}
+
+namespace {
+std::size_t nonzero(std::size_t bytes) {
+    if (bytes == 0) throw UsageError("a device buffer of 0 bytes was asked for: ask for at least 1 byte");
+    return bytes;
+}
+
+void check_range(std::size_t offset, std::size_t size, std::size_t capacity) {
+    if (offset > capacity || size > capacity - offset)
+        throw UsageError(fmt::format("copy of {} bytes at offset {} does not fit a device buffer of {} bytes", size,
+                                     offset, capacity));
+}
+}  // namespace
+
+DeviceBuffer::DeviceBuffer(const Device& device, std::size_t bytes)
+    : device_(device),
+      memory_(detail::create_handle<CUdeviceptr>(device, &detail::Driver::cuMemAlloc, "cuMemAlloc", nonzero(bytes))),
+      bytes_(bytes) {}
+
+
+void DeviceBuffer::upload(std::span<const std::byte> host, std::size_t offset) {
+    check_range(offset, host.size(), bytes_);
+    device_.make_current();
+    KJIT_CU(cuMemcpyHtoD, static_cast<CUdeviceptr>(address() + offset), host.data(), host.size());
+}
+
+void DeviceBuffer::download(std::span<std::byte> host, std::size_t offset) const {
+    check_range(offset, host.size(), bytes_);
+    device_.make_current();
+    KJIT_CU(cuMemcpyDtoH, host.data(), static_cast<CUdeviceptr>(address() + offset), host.size());
+}
+
+void DeviceBuffer::fill(std::uint8_t value) {
+    device_.make_current();
+    KJIT_CU(cuMemsetD8, static_cast<CUdeviceptr>(address()), value, bytes_);
+}
+
+void copy_2d_async(const Stream& stream, std::uint64_t dst, std::size_t dst_pitch, std::uint64_t src,
+                   std::size_t src_pitch, std::size_t row_bytes, std::size_t rows) {
+    CUDA_MEMCPY2D copy{};
+    copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.srcDevice = static_cast<CUdeviceptr>(src);
+    copy.srcPitch = src_pitch;
+    copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.dstDevice = static_cast<CUdeviceptr>(dst);
+    copy.dstPitch = dst_pitch;
+    copy.WidthInBytes = row_bytes;
+    copy.Height = rows;
+    stream.device().make_current();
+    KJIT_CU(cuMemcpy2DAsync, &copy, stream.handle());
+}
+
+}  // namespace kjit

@@ -1,0 +1,169 @@
+// Cache management (kjit cache …): list, verify, clear, prune, export, import. Each needs a
+// usable database and throws Error otherwise.
+#include <fmt/format.h>
+#include <kjit/cache.hpp>
+#include <kjit/error.hpp>
+
+#include "jit/cache/cache_impl.hpp"
+#include "jit/cache/entry_row.hpp"
+#include "jit/cache/schema.hpp"
+#include "jit/log.hpp"
+
+namespace kjit {
+namespace fs = std::filesystem;
+using detail::sqlite::Attachment;
+using detail::sqlite::Database;
+using detail::sqlite::Transaction;
+
+namespace {
+
+/// Calls `row(decoded)` for every entry of `table` ("main.kernels", …).
+template <class Row>
+void each_entry(const Database& db, std::string_view table, Row&& row) {
+    auto s = db.prepare(fmt::format("SELECT {} FROM {}", detail::schema::select_list(), table));
+    while (s.step()) row(detail::decode_entry(s));
+}
+
+/// The schema version a cache file records (0: none), read without touching the file.
+int schema_version_of(const fs::path& file) {
+    const Database source(file, SQLITE_OPEN_READONLY);
+    if (!source.has_table("kjit_schema")) return 0;
+    auto v = source.prepare("SELECT version FROM kjit_schema");
+    return v.step() ? static_cast<int>(v.integer(0)) : 0;
+}
+
+}  // namespace
+
+std::vector<CacheEntry> Cache::entries() {
+    return impl_->with_database([&](const Database& db) {
+        std::vector<CacheEntry> all;
+        each_entry(db, "main.kernels", [&](detail::DecodedEntry d) { all.push_back(std::move(d.entry)); });
+        return all;
+    });
+}
+
+std::vector<std::string> Cache::verify() {
+    return impl_->with_database([&](const Database& db) {
+        std::vector<std::string> faults;
+        auto check = db.prepare("PRAGMA integrity_check");
+        while (check.step())
+            if (const std::string line = check.text(0); line != "ok") faults.push_back("integrity: " + line);
+        each_entry(db, "main.kernels", [&](const detail::DecodedEntry& d) {
+            if (!d.failed_checksum.empty())
+                faults.push_back(fmt::format("entry {} ({}, {}): {} checksum mismatch", d.entry.key.hex(),
+                                             d.entry.readable_id, d.entry.arch, d.failed_checksum));
+        });
+        return faults;
+    });
+}
+
+std::size_t Cache::clear() {
+    return impl_->with_database([&](const Database& db) {
+        db.exec("DELETE FROM kernels");
+        return static_cast<std::size_t>(db.changes());
+    });
+}
+
+std::size_t Cache::prune(std::uint64_t max_bytes) {
+    return impl_->with_database([&](const Database& db) {
+        std::vector<std::string> doomed;
+        {
+            auto s = db.prepare("SELECT key, length(ptx) + length(cubin) + length(log) FROM kernels "
+                                "ORDER BY last_used_at DESC, created_at DESC");
+            std::uint64_t kept_bytes = 0;
+            while (s.step()) {
+                const auto bytes = static_cast<std::uint64_t>(s.integer(1));
+                if (kept_bytes + bytes <= max_bytes) kept_bytes += bytes;  // most recently used first stay
+                else doomed.push_back(s.text(0));
+            }
+        }
+        Transaction t(db);
+        auto del = db.prepare("DELETE FROM kernels WHERE key = ?");
+        for (const auto& key : doomed) {
+            del.bind(key).run("removing an entry");
+            del.reset();
+        }
+        t.commit();
+        db.exec("VACUUM");
+        return doomed.size();
+    });
+}
+
+std::size_t Cache::export_to(const fs::path& file, const std::string& arch) {
+    if (fs::exists(file))
+        throw UsageError(fmt::format("{} exists: export writes a new file; remove it or choose another name",
+                                     file.string()));
+    return impl_->with_database([&](const Database& db) {
+        try {
+            const Attachment target(db, file, "export_target");
+            Transaction t(db);
+            db.exec(detail::schema::tables_sql("export_target"));
+            db.exec(fmt::format("INSERT INTO export_target.kjit_schema (version) VALUES ({})", cache_schema_version));
+            auto copy = db.prepare(fmt::format("INSERT INTO export_target.kernels SELECT {} FROM main.kernels{}",
+                                               detail::schema::select_list(), arch.empty() ? "" : " WHERE arch = ?"));
+            if (!arch.empty()) copy.bind(arch);
+            copy.run("copying entries");
+            const auto n = static_cast<std::size_t>(db.changes());
+            db.exec("INSERT INTO export_target.tuned SELECT * FROM main.tuned");
+            t.commit();
+            return n;
+        } catch (...) {
+            std::error_code ec;
+            fs::remove(file, ec);  // nothing half-written stays behind
+            throw;
+        }
+    });
+}
+
+ImportReport Cache::import_from(const fs::path& file) {
+    if (!fs::is_regular_file(file))
+        throw UsageError(fmt::format("{} is not a file: give the path of a cache exported with kjit cache export",
+                                     file.string()));
+    return impl_->with_database([&](const Database& db) {
+        auto not_a_cache = [&](std::string_view why) {
+            return UsageError(fmt::format("{} is not a kjit cache ({}): give a file written by kjit cache export",
+                                          file.string(), why));
+        };
+        int version = 0;
+        try {
+            version = schema_version_of(file);
+        } catch (const detail::sqlite::Failure& f) {
+            throw not_a_cache(f.what);
+        }
+        if (version != cache_schema_version)
+            throw not_a_cache(version ? fmt::format("schema {}, this kjit reads {}", version, cache_schema_version)
+                                      : std::string("no kjit_schema table"));
+
+        ImportReport report;
+        const Attachment source(db, file, "import_source");
+        std::vector<CacheEntry> incoming;
+        each_entry(db, "import_source.kernels", [&](detail::DecodedEntry d) {
+            if (!d.failed_checksum.empty()) {
+                ++report.rejected;
+                detail::warn(fmt::format("import: entry {} ({}) in {} failed its {} checksum: not imported",
+                                         d.entry.key.hex(), d.entry.readable_id, file.string(), d.failed_checksum));
+                return;
+            }
+            incoming.push_back(std::move(d.entry));
+        });
+        Transaction t(db);
+        // Tuned winners travel too; this cache's own winners stay.
+        if (sqlite3_exec(db.handle(), "SELECT 1 FROM import_source.tuned LIMIT 1", nullptr, nullptr, nullptr) == SQLITE_OK)
+            db.exec("INSERT OR IGNORE INTO main.tuned SELECT * FROM import_source.tuned");
+        auto existing = db.prepare(fmt::format("SELECT {} FROM kernels WHERE key = ?", detail::schema::select_list()));
+        for (const auto& e : incoming) {
+            const bool valid_here = existing.bind(e.key.hex()).step() && detail::decode_entry(existing).failed_checksum.empty();
+            existing.reset();
+            if (valid_here) {
+                ++report.kept;
+                continue;
+            }
+            impl_->insert(e);
+            ++report.imported;
+        }
+        t.commit();
+        return report;
+    });
+}
+
+}  // namespace kjit

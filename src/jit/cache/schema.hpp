@@ -1,0 +1,36 @@
+// The cache file's tables, and the one column list of the kernels table that CREATE TABLE,
+// INSERT, SELECT and the row codec share.
+#pragma once
+#include <array>
+#include <string>
+#include <string_view>
+
+namespace kjit::detail::schema {
+
+/// Columns of `kernels`, in their stored order; the value is the column's index in a SELECT of
+/// select_list() and, plus one, its parameter index in insert_sql().
+namespace column {
+enum : int {
+    key, readable_id, kernel_name, arch, nvrtc_version, options, ptx, cubin, log,
+    registers, spill_store_bytes, spill_load_bytes, shared_static_bytes, stack_frame_bytes, constant_bytes, barriers,
+    compile_ms, created_at, last_used_at, hit_count,
+    ptx_checksum, cubin_checksum, log_checksum, meta_checksum,
+    count
+};
+}  // namespace column
+
+struct ColumnDef {
+    std::string_view name;
+    std::string_view type;
+};
+extern const std::array<ColumnDef, column::count> kernel_columns;
+
+/// Every table, created if missing, in database `db` ("main" or an attached one). Changes are
+/// additive only: a kjit that does not know a table ignores it.
+[[nodiscard]] std::string tables_sql(std::string_view db);
+/// The kernels columns for a SELECT; without PTX and log they read as NULL (what loading needs).
+[[nodiscard]] std::string select_list(bool with_ptx_and_log = true);
+/// INSERT OR REPLACE of one kernels row into `table`, parameters in column order.
+[[nodiscard]] std::string insert_sql(std::string_view table = "kernels");
+
+}  // namespace kjit::detail::schema

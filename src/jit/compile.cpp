@@ -1,0 +1,198 @@
+// NVRTC: generated source + kernels_src headers → PTX, cubin, log, resource report.
+#include <dlfcn.h>
+#include <link.h>
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include <fmt/format.h>
+#include <kjit/compile.hpp>
+#include <kjit/error.hpp>
+
+#include "cuda/driver_api.hpp"
+#include "jit/log.hpp"
+#include "jit/nvrtc_check.hpp"
+
+namespace kjit {
+namespace {
+
+struct ProgramDeleter {
+    void operator()(nvrtcProgram p) const noexcept { nvrtcDestroyProgram(&p); }
+};
+using Program = std::unique_ptr<std::remove_pointer_t<nvrtcProgram>, ProgramDeleter>;
+
+std::string program_log(nvrtcProgram program) {
+    std::size_t size = 0;
+    detail::check_nvrtc(nvrtcGetProgramLogSize(program, &size), "nvrtcGetProgramLogSize");
+    std::string log(size, '\0');
+    detail::check_nvrtc(nvrtcGetProgramLog(program, log.data()), "nvrtcGetProgramLog");
+    while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+    return log;
+}
+
+/// Numbered lines of `source` around `line` (1-based), the line itself marked with '>'.
+std::string excerpt(std::string_view source, int line, int context = 3) {
+    std::string out;
+    int number = 1;
+    std::size_t pos = 0;
+    while (pos <= source.size()) {
+        std::size_t end = source.find('\n', pos);
+        if (end == std::string_view::npos) end = source.size();
+        if (number >= line - context && number <= line + context)
+            out += fmt::format("{} {:>5} | {}\n", number == line ? '>' : ' ', number, source.substr(pos, end - pos));
+        if (end == source.size()) break;
+        pos = end + 1;
+        ++number;
+    }
+    return out;
+}
+
+/// The line of the first "<program>(LINE): error" in the log, or 0.
+int first_error_line(std::string_view log, std::string_view program_name) {
+    const std::string tag = std::string(program_name) + "(";
+    for (std::size_t at = log.find(tag); at != std::string_view::npos; at = log.find(tag, at + 1)) {
+        const char* begin = log.data() + at + tag.size();
+        int line = 0;
+        auto [p, ec] = std::from_chars(begin, log.data() + log.size(), line);
+        if (ec == std::errc{} && log.substr(p - log.data()).starts_with("): error")) return line;
+    }
+    return 0;
+}
+
+void validate(const CompileOptions& options) {
+    std::set<std::string> names;
+    for (const auto& d : options.defines) {
+        const bool ok = !d.name.empty() && (std::isalpha(static_cast<unsigned char>(d.name[0])) || d.name[0] == '_') &&
+                        std::all_of(d.name.begin(), d.name.end(),
+                                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+        if (!ok) throw UsageError(fmt::format("define '{}' is not a macro name: use letters, digits and '_'", d.name));
+        if (!names.insert(d.name).second)
+            throw UsageError(fmt::format("define '{}' is given twice: give each define once", d.name));
+    }
+    const auto supported = supported_arch_numbers();
+    if (std::find(supported.begin(), supported.end(), options.arch.number()) == supported.end())
+        throw UsageError(fmt::format("this NVRTC cannot compile for {}: it supports {}", options.arch.name(),
+                                     fmt::join(supported, ", ")));
+}
+
+/// The build id (ELF NT_GNU_BUILD_ID) of the shared object holding `address`, as hex.
+std::string build_id_of(const void* address) {
+    struct Search {
+        std::uintptr_t address;
+        std::string id;
+    } search{reinterpret_cast<std::uintptr_t>(address), {}};
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t, void* data) -> int {
+            auto& s = *static_cast<Search*>(data);
+            bool contains = false;
+            for (int i = 0; i < info->dlpi_phnum; ++i) {
+                const auto& ph = info->dlpi_phdr[i];
+                const std::uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+                if (ph.p_type == PT_LOAD && s.address >= start && s.address < start + ph.p_memsz) contains = true;
+            }
+            if (!contains) return 0;
+            for (int i = 0; i < info->dlpi_phnum; ++i) {
+                const auto& ph = info->dlpi_phdr[i];
+                if (ph.p_type != PT_NOTE) continue;
+                const auto* p = reinterpret_cast<const unsigned char*>(info->dlpi_addr + ph.p_vaddr);
+                const auto* end = p + ph.p_memsz;
+                while (p + sizeof(ElfW(Nhdr)) <= end) {
+                    const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);
+                    const auto* name = p + sizeof(ElfW(Nhdr));
+                    const auto* desc = name + ((note->n_namesz + 3) & ~3u);
+                    if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 && std::string_view(reinterpret_cast<const char*>(name), 3) == "GNU") {
+                        for (unsigned k = 0; k < note->n_descsz; ++k) s.id += fmt::format("{:02x}", desc[k]);
+                        return 1;
+                    }
+                    p = desc + ((note->n_descsz + 3) & ~3u);
+                }
+            }
+            return 1;
+        },
+        &search);
+    return search.id;
+}
+
+}  // namespace
+
+const std::string& nvrtc_version() {
+    static const std::string version = [] {
+        int major = 0, minor = 0;
+        detail::check_nvrtc(nvrtcVersion(&major, &minor), "nvrtcVersion");
+        const std::string id = build_id_of(reinterpret_cast<const void*>(&nvrtcVersion));
+        return fmt::format("{}.{} build {}", major, minor, id.empty() ? "unknown" : id);
+    }();
+    return version;
+}
+
+Compiled compile(const Kernel& kernel, const CompileOptions& options) {
+    validate(options);
+    detail::keep_ptxas_report();
+    const auto started = std::chrono::steady_clock::now();
+    const std::string program_name = kernel.name() + ".cu";
+    std::vector<const char*> header_texts, header_names;
+    for (const auto& h : kernel.headers()) {
+        header_texts.push_back(h.content.c_str());
+        header_names.push_back(h.name.c_str());
+    }
+    nvrtcProgram raw = nullptr;
+    detail::check_nvrtc(nvrtcCreateProgram(&raw, kernel.source().c_str(), program_name.c_str(),
+                                           static_cast<int>(header_texts.size()), header_texts.data(),
+                                           header_names.data()),
+                        "nvrtcCreateProgram");
+    const Program program(raw);
+
+    const auto canonical = options.canonical();
+    std::vector<const char*> argv;
+    for (const auto& o : canonical) argv.push_back(o.c_str());
+    const nvrtcResult result = nvrtcCompileProgram(program.get(), static_cast<int>(argv.size()), argv.data());
+    Compiled out;
+    out.log = program_log(program.get());
+    if (result == NVRTC_ERROR_COMPILATION) {
+        const int line = first_error_line(out.log, program_name);
+        throw CompileError(kernel.id(), canonical, out.log,
+                           line > 0 ? excerpt(kernel.source(), line) : std::string("(no line number in the log)\n"));
+    }
+    detail::check_nvrtc(result, "nvrtcCompileProgram");
+
+    std::size_t size = 0;
+    detail::check_nvrtc(nvrtcGetPTXSize(program.get(), &size), "nvrtcGetPTXSize");
+    out.ptx.resize(size);
+    detail::check_nvrtc(nvrtcGetPTX(program.get(), out.ptx.data()), "nvrtcGetPTX");
+    while (!out.ptx.empty() && out.ptx.back() == '\0') out.ptx.pop_back();
+    detail::check_nvrtc(nvrtcGetCUBINSize(program.get(), &size), "nvrtcGetCUBINSize");
+    out.cubin.resize(size);
+    detail::check_nvrtc(nvrtcGetCUBIN(program.get(), reinterpret_cast<char*>(out.cubin.data())), "nvrtcGetCUBIN");
+
+    out.resources = parse_ptxas_report(out.log, kernel.entry_point_name());
+    if (out.log.find("Compiling entry function '" + kernel.entry_point_name() + "'") == std::string::npos) {
+        static std::once_flag warned;
+        std::call_once(warned, [&] {
+            detail::warn(fmt::format("ptxas reported no resources for {}: the CUDA driver's compute cache served this "
+                                     "compile (the driver was initialised before kjit with CUDA_CACHE_DISABLE unset). "
+                                     "Register and spill counts of such entries read 0; set CUDA_CACHE_DISABLE=1 in "
+                                     "the environment to get them",
+                                     kernel.id()));
+        });
+    }
+    out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    return out;
+}
+
+CompileError::CompileError(std::string readable_id, std::vector<std::string> options, std::string log,
+                           std::string source_excerpt)
+    : Error(fmt::format("kernel '{}' failed to compile.\noptions: {}\nNVRTC log:\n{}\nsource around the first error:\n{}"
+                        "Fix the kernel source (or its constants) and try again.",
+                        readable_id, fmt::join(options, " "), log, source_excerpt)),
+      readable_id_(std::move(readable_id)),
+      options_(std::move(options)),
+      log_(std::move(log)),
+      excerpt_(std::move(source_excerpt)) {}
+
+}  // namespace kjit

@@ -1,0 +1,64 @@
+// The generated parts of a kernel: the extern "C" entry point that instantiates the body's
+// template with the constants, and the readable id.
+#include "jit/entry_point.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <variant>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace kjit::detail {
+
+std::string constant_text(const Constant& c, bool for_cuda) {
+    return std::visit(
+        [&](const auto& v) -> std::string {
+            using V = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<V, bool>) return v ? "true" : "false";
+            else if constexpr (std::is_same_v<V, Scalar>) return std::string(for_cuda ? cuda_type(v) : short_name(v));
+            else return (for_cuda && (v > INT32_MAX || v < INT32_MIN)) ? fmt::format("{}LL", v) : fmt::format("{}", v);
+        },
+        c.value);
+}
+
+namespace {
+
+bool uses_16bit_floats(const KernelSpec& spec) {
+    auto is16 = [](Scalar s) { return s == Scalar::f16 || s == Scalar::bf16; };
+    return std::any_of(spec.params.begin(), spec.params.end(), [&](const Param& p) { return is16(p.type.scalar); }) ||
+           std::any_of(spec.constants.begin(), spec.constants.end(), [&](const Constant& c) {
+               const auto* s = std::get_if<Scalar>(&c.value);
+               return s && is16(*s);
+           });
+}
+
+}  // namespace
+
+std::string entry_point_text(const KernelSpec& spec) {
+    std::vector<std::string> params, names, targs;
+    for (const auto& p : spec.params) {
+        params.push_back(fmt::format("{}{} {}", cuda_type(p.type.scalar), p.type.pointer ? "*" : "", p.name));
+        names.push_back(p.name);
+    }
+    for (const auto& c : spec.constants) targs.push_back(constant_text(c, true));
+    return fmt::format(
+        "{}extern \"C\" __global__ void {}{}_entry_point({})\n{{\n    {}{}({});\n}}\n",
+        uses_16bit_floats(spec) ? "#include \"kjit/types.cuh\"\n\n" : "",
+        spec.max_threads_per_block ? fmt::format("__launch_bounds__({}) ", spec.max_threads_per_block) : "",
+        spec.name, fmt::join(params, ", "), spec.name,
+        targs.empty() ? "" : fmt::format("<{}>", fmt::join(targs, ", ")), fmt::join(names, ", "));
+}
+
+std::string readable_id(const KernelSpec& spec) {
+    std::vector<std::string> parts{spec.name};
+    std::vector<Scalar> dtypes;
+    for (const auto& p : spec.params)
+        if (p.type.pointer && std::find(dtypes.begin(), dtypes.end(), p.type.scalar) == dtypes.end())
+            dtypes.push_back(p.type.scalar);
+    for (Scalar s : dtypes) parts.emplace_back(short_name(s));
+    for (const auto& c : spec.constants) parts.push_back(value_text(c));
+    return fmt::format("{}", fmt::join(parts, "__"));
+}
+
+}  // namespace kjit::detail

@@ -1,0 +1,102 @@
+#include "jit/kernel_sources.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <kjit/error.hpp>
+
+namespace kjit::detail {
+namespace {
+
+std::optional<std::filesystem::path> kernels_dir_override() {
+    const char* dir = std::getenv("KJIT_KERNELS_DIR");
+    if (!dir || !*dir) return std::nullopt;
+    return std::filesystem::path(dir);
+}
+
+/// The file at `relative` under kernels_src, or nullopt.
+std::optional<std::string> read_kernel_file(const std::string& relative) {
+    if (auto dir = kernels_dir_override()) {
+        std::ifstream in(*dir / relative, std::ios::binary);
+        if (!in) return std::nullopt;
+        std::ostringstream text;
+        text << in.rdbuf();
+        return text.str();
+    }
+    for (const auto& file : embedded_kernel_files())
+        if (file.path == relative) return std::string(file.content);
+    return std::nullopt;
+}
+
+std::vector<std::string> known_kernel_names() {
+    std::vector<std::string> names;
+    auto add = [&](const std::filesystem::path& p) {
+        if (p.extension() == ".cu" && !p.has_parent_path()) names.push_back(p.stem().string());
+    };
+    if (auto dir = kernels_dir_override()) {
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator(*dir, ec)) add(e.path().filename());
+    } else {
+        for (const auto& file : embedded_kernel_files()) add(std::filesystem::path(file.path));
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+/// The targets of `#include "x"` / `#include <x>` lines, in order.
+std::vector<std::string> include_targets(std::string_view source) {
+    std::vector<std::string> targets;
+    std::size_t pos = 0;
+    while (pos < source.size()) {
+        std::size_t end = source.find('\n', pos);
+        if (end == std::string_view::npos) end = source.size();
+        std::string_view line = source.substr(pos, end - pos);
+        pos = end + 1;
+        std::size_t i = line.find_first_not_of(" \t");
+        if (i == std::string_view::npos || line[i] != '#') continue;
+        i = line.find_first_not_of(" \t", i + 1);
+        if (i == std::string_view::npos || line.substr(i, 7) != "include") continue;
+        i = line.find_first_of("\"<", i + 7);
+        if (i == std::string_view::npos) continue;
+        const char close = line[i] == '"' ? '"' : '>';
+        const std::size_t j = line.find(close, i + 1);
+        if (j != std::string_view::npos) targets.emplace_back(line.substr(i + 1, j - i - 1));
+    }
+    return targets;
+}
+
+}  // namespace
+
+std::string kernel_body(const std::string& name) {
+    if (auto body = read_kernel_file(name + ".cu")) return *std::move(body);
+    const auto dir = kernels_dir_override();
+    throw UsageError(fmt::format(
+        "unknown kernel '{}': there is no {}/{}.cu. Known kernels: {}.{}", name,
+        dir ? dir->string() : "kernels_src (embedded)", name, fmt::join(known_kernel_names(), ", "),
+        dir ? " Unset KJIT_KERNELS_DIR to use the kernels built into kjit." : ""));
+}
+
+std::vector<SourceFile> included_headers(std::string_view source) {
+    std::map<std::string, std::string> found;  // sorted by name: the key must not depend on order
+    std::vector<std::string> pending = include_targets(source);
+    while (!pending.empty()) {
+        std::string name = std::move(pending.back());
+        pending.pop_back();
+        if (found.contains(name)) continue;
+        auto content = read_kernel_file(name);
+        if (!content) continue;  // not ours: NVRTC reports it if it is missing
+        for (auto& next : include_targets(*content)) pending.push_back(std::move(next));
+        found.emplace(std::move(name), *std::move(content));
+    }
+    std::vector<SourceFile> headers;
+    for (auto& [name, content] : found) headers.push_back({name, std::move(content)});
+    return headers;
+}
+
+}  // namespace kjit::detail

@@ -1,0 +1,262 @@
+// The Runtime: resolve a kernel through memory, SQLite or NVRTC (once per key, across threads
+// and processes), load it on the device, remember it in the kernel's hot slot, check the launch
+// (launch_checks.cpp) and hand it to cuLaunchKernel.
+#include <atomic>
+#include <cstdlib>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+#include <kjit/error.hpp>
+#include <kjit/runtime.hpp>
+
+#include "jit/cache_key.hpp"
+#include "cuda/driver_api.hpp"
+#include "jit/kernel_state.hpp"
+#include "jit/launch_checks.hpp"
+#include "jit/log.hpp"
+#include "jit/single_flight.hpp"
+
+namespace kjit {
+namespace {
+
+struct DeviceKey {
+    CacheKey key;
+    int device;
+    friend bool operator==(const DeviceKey&, const DeviceKey&) = default;
+};
+struct DeviceKeyHash {
+    std::size_t operator()(const DeviceKey& k) const noexcept { return static_cast<std::size_t>(k.key.low) ^ k.device; }
+};
+
+std::atomic<std::uint64_t> next_runtime_id{1};
+
+/// How long a compile claim stands when its owner neither stores nor dies (e.g. it hangs, or
+/// runs on another host sharing the database): far longer than any compile.
+constexpr std::chrono::seconds claim_lifetime{600};
+
+}  // namespace
+
+struct Runtime::Impl {
+    explicit Impl(const std::filesystem::path& dir) : cache(dir) {}
+
+    const std::uint64_t id = next_runtime_id++;
+    Cache cache;
+    detail::SingleFlight<CacheKey, std::shared_ptr<const CacheEntry>, detail::CacheKeyHash> compiled;
+    detail::SingleFlight<DeviceKey, std::shared_ptr<const LoadedKernel>, DeviceKeyHash> loaded;
+    std::atomic<std::uint64_t> memory_hits{0}, cache_hits{0}, compiles{0}, loads{0};
+
+    CompileResult compile(const Kernel& kernel, const CompileOptions& options) {
+        const CacheKey key = kernel.key(options);
+        Origin origin = Origin::memory;
+        auto [entry, shared] = compiled.get(key, [&] {
+            if (auto hit = shared_entry(kernel, options, key)) {
+                origin = Origin::cache;
+                return hit;
+            }
+            origin = Origin::compiled;
+            try {
+                auto e = std::make_shared<CacheEntry>(make_cache_entry(kernel, options, kjit::compile(kernel, options)));
+                ++compiles;
+                cache.store(*e);  // releases the claim
+                detail::debug(fmt::format("compiled {} for {} in {:.1f} ms", kernel.id(), e->arch, e->compiled.compile_ms));
+                return std::shared_ptr<const CacheEntry>(std::move(e));
+            } catch (...) {
+                cache.release(key);  // let another process try (and report its own error)
+                throw;
+            }
+        });
+        if (shared) ++memory_hits;
+        return {std::move(entry), origin};
+    }
+
+    /// The entry from SQLite, or null once this process holds the claim to compile it. While
+    /// another live process holds the claim, waits for its entry: NVRTC runs once per key
+    /// across every process sharing the database.
+    std::shared_ptr<const CacheEntry> shared_entry(const Kernel& kernel, const CompileOptions& options,
+                                                   const CacheKey& key) {
+        auto poll = std::chrono::milliseconds(2);
+        for (bool announced = false;; poll = std::min(poll * 2, std::chrono::milliseconds(100))) {
+            if (auto hit = cache.find(key)) {
+                ++cache_hits;
+                detail::debug(fmt::format("cache hit {} ({}) for {}", kernel.id(), key.hex(), options.arch.name()));
+                return std::make_shared<const CacheEntry>(*std::move(hit));
+            }
+            switch (cache.claim(key, claim_lifetime)) {
+                case Cache::Claim::owned:
+                case Cache::Claim::unshared: return nullptr;
+                case Cache::Claim::present:  // stored between find and claim; a row find() refused is replaced
+                    if (auto hit = cache.find(key)) {
+                        ++cache_hits;
+                        return std::make_shared<const CacheEntry>(*std::move(hit));
+                    }
+                    return nullptr;
+                case Cache::Claim::held:
+                    if (!announced)
+                        detail::debug(fmt::format("{} for {} is being compiled by another process: waiting",
+                                                  kernel.id(), options.arch.name()));
+                    announced = true;
+                    std::this_thread::sleep_for(poll);
+            }
+        }
+    }
+
+    /// What loading needs: the entry this process already holds, else the cubin alone from
+    /// SQLite (PTX is the larger part of an entry), else a compile.
+    std::shared_ptr<const CacheEntry> for_loading(const Kernel& kernel, const CompileOptions& options,
+                                                  const CacheKey& key) {
+        if (auto held = compiled.ready(key)) return *std::move(held);
+        if (auto hit = cache.find(key, Cache::Blobs::cubin)) {
+            ++cache_hits;
+            return std::make_shared<const CacheEntry>(*std::move(hit));
+        }
+        return compile(kernel, options).entry;
+    }
+
+    const LoadedKernel& load(const Kernel& kernel, const Device& device, const CompileOptions& options) {
+        const DeviceKey key{kernel.key(options), device.ordinal()};
+        auto [loaded_kernel, shared] = loaded.get(key, [&] {
+            auto entry = for_loading(kernel, options, key.key);
+            std::optional<Module> module;
+            auto try_load = [&]() -> std::optional<CudaError> {
+                try {
+                    module.emplace(device, entry->compiled.cubin, entry->compiled.ptx);
+                    return std::nullopt;
+                } catch (const CudaError& e) {
+                    return e;
+                }
+            };
+            auto failure = try_load();
+            if (failure && entry->compiled.ptx.empty()) {  // read without its PTX: fetch it for the driver's JIT
+                entry = compile(kernel, options).entry;
+                failure = try_load();
+            }
+            if (failure) {
+                if (options.arch == device.arch()) throw *failure;
+                detail::warn(fmt::format("{} built for {} does not load on {} ({}): {}; recompiling for {}", kernel.id(),
+                                         options.arch.name(), device.name(), device.arch().name(), failure->what(),
+                                         device.arch().name()));
+                CompileOptions native = options;
+                native.arch = device.arch();
+                entry = compile(kernel, native).entry;
+                module.emplace(device, entry->compiled.cubin, entry->compiled.ptx);
+            }
+            auto* fn = module->function(kernel.entry_point_name());
+            ++loads;
+            return std::make_shared<const LoadedKernel>(*std::move(module), fn, std::move(entry));
+        });
+        if (shared) ++memory_hits;
+        return *loaded_kernel;  // owned by `loaded` for the runtime's life
+    }
+
+    /// The loaded kernel, through the kernel's hot slot when it matches this runtime and device.
+    const LoadedKernel& resolve(const Kernel& kernel, const Device& device) {
+        const auto& state = kernel.state();
+        if (const auto* hot = state.hot.load(std::memory_order_acquire);
+            hot && hot->runtime_id == id && hot->device == device.ordinal()) {
+            memory_hits.fetch_add(1, std::memory_order_relaxed);
+            return *hot->loaded;
+        }
+        const LoadedKernel& lk = load(kernel, device, CompileOptions{.arch = device.arch()});
+        std::lock_guard lock(state.memo_mutex);
+        const detail::HotSlot* slot = nullptr;
+        for (const auto& s : state.hot_slots)
+            if (s->runtime_id == id && s->device == device.ordinal()) slot = s.get();
+        if (!slot) {
+            state.hot_slots.push_back(std::make_unique<detail::HotSlot>(detail::HotSlot{id, device.ordinal(), &lk}));
+            slot = state.hot_slots.back().get();
+        }
+        state.hot.store(slot, std::memory_order_release);
+        return lk;
+    }
+
+    void launch(const Kernel& kernel, const Stream& stream, const LaunchConfig& config, void** args) {
+        launch(kernel, resolve(kernel, stream.device()), stream, config, args);
+    }
+
+    static void launch(const Kernel& kernel, const LoadedKernel& lk, const Stream& stream, const LaunchConfig& config,
+                       void** args) {
+        const Device& device = stream.device();
+        detail::check_launch(kernel, lk, device, config);
+        device.make_current();
+        if (config.cluster.x * config.cluster.y * config.cluster.z == 1) {
+            KJIT_CU(cuLaunchKernel, lk.function, config.grid.x, config.grid.y, config.grid.z, config.block.x,
+                    config.block.y, config.block.z, config.shared_bytes, stream.handle(), args, nullptr);
+            return;
+        }
+        CUlaunchAttribute cluster{};
+        cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        cluster.value.clusterDim.x = config.cluster.x;
+        cluster.value.clusterDim.y = config.cluster.y;
+        cluster.value.clusterDim.z = config.cluster.z;
+        CUlaunchConfig launch{};
+        launch.gridDimX = config.grid.x;
+        launch.gridDimY = config.grid.y;
+        launch.gridDimZ = config.grid.z;
+        launch.blockDimX = config.block.x;
+        launch.blockDimY = config.block.y;
+        launch.blockDimZ = config.block.z;
+        launch.sharedMemBytes = config.shared_bytes;
+        launch.hStream = stream.handle();
+        launch.attrs = &cluster;
+        launch.numAttrs = 1;
+        KJIT_CU(cuLaunchKernelEx, &launch, lk.function, args, nullptr);
+    }
+};
+
+Runtime::Runtime(const std::filesystem::path& cache_directory) : impl_(std::make_unique<Impl>(cache_directory)) {}
+Runtime::~Runtime() = default;
+
+Runtime& Runtime::global() {
+    static Runtime* runtime = [] {
+        auto* r = new Runtime(Cache::default_directory());  // never destroyed: see header
+        std::atexit([] { global().cache().close(); });     // but its database is closed cleanly
+        return r;
+    }();
+    return *runtime;
+}
+
+CompileResult Runtime::compile(const Kernel& kernel, const CompileOptions& options) {
+    return impl_->compile(kernel, options);
+}
+
+const LoadedKernel& Runtime::load(const Kernel& kernel, const Device& device) { return impl_->resolve(kernel, device); }
+
+const LoadedKernel& Runtime::load(const Kernel& kernel, const Device& device, const CompileOptions& options) {
+    return impl_->load(kernel, device, options);
+}
+
+void Runtime::launch(const Kernel& kernel, const Stream& stream, const LaunchConfig& config, std::span<const Arg> args) {
+    ArgPack pack(kernel.params(), kernel.id());
+    for (const Arg& arg : args) pack.push(arg);
+    pack.check_complete();
+    impl_->launch(kernel, stream, config, pack.data());
+}
+
+void Runtime::launch_packed(const Kernel& kernel, const Stream& stream, const LaunchConfig& config, void** args) {
+    impl_->launch(kernel, stream, config, args);
+}
+
+void Runtime::launch_packed(const Kernel& kernel, const LoadedKernel& loaded, const Stream& stream,
+                            const LaunchConfig& config, void** args) {
+    if (loaded.module.device().ordinal() != stream.device().ordinal())
+        throw UsageError(fmt::format("{} was loaded on device {} but launched on a stream of device {}", kernel.id(),
+                                     loaded.module.device().ordinal(), stream.device().ordinal()));
+    Impl::launch(kernel, loaded, stream, config, args);
+}
+
+RuntimeStats Runtime::stats() const noexcept {
+    return {impl_->memory_hits.load(), impl_->cache_hits.load(), impl_->compiles.load(), impl_->loads.load()};
+}
+
+Cache& Runtime::cache() noexcept { return impl_->cache; }
+
+void Kernel::launch(const Stream& stream, const LaunchConfig& config, std::span<const Arg> args) const {
+    Runtime::global().launch(*this, stream, config, args);
+}
+
+void Kernel::launch_packed(const Stream& stream, const LaunchConfig& config, void** args) const {
+    Runtime::global().launch_packed(*this, stream, config, args);
+}
+
+}  // namespace kjit

@@ -1,0 +1,81 @@
+// The ops a graph names, by name: the table of op factories register_op extends. The planner
+// and the executor know no op by name; only this file does.
+#include <climits>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <kjit/conv.hpp>
+#include <kjit/elementwise.hpp>
+#include <kjit/error.hpp>
+#include <kjit/model.hpp>
+
+#include "model/builtin_ops.hpp"
+
+namespace kjit {
+namespace {
+
+MadeOp made(std::unique_ptr<RuntimeOp> op, std::span<const ShapeView> inputs) {
+    Shape out = op->compute_concrete_output_shape(inputs, {});
+    return {std::move(op), std::move(out)};
+}
+
+MadeOp make_conv(const NodeAttrs& a, std::span<const ShapeView> in, const DeviceTraits& device) {
+    if (in.size() != 1) throw UsageError(fmt::format("conv2d_bn_silu takes 1 input, {} given", in.size()));
+    if (in[0].size() != 4) throw UsageError("conv2d_bn_silu needs an NCHW input");
+    const auto kernel = a.integers("kernel", 2, 1), stride = a.integers("stride", 2, 1), pad = a.integers("pad", 2, 0);
+    const Conv2dAttrs attrs{.kernel_h = kernel[0],
+                            .kernel_w = kernel[1],
+                            .stride_h = stride[0],
+                            .stride_w = stride[1],
+                            .pad_h = pad[0],
+                            .pad_w = pad[1],
+                            .groups = a.integer("groups", 1),
+                            .bn_eps = static_cast<float>(a.number("bn_eps", 1e-5))};
+    auto dim = [](std::size_t v) {
+        if (v > static_cast<std::size_t>(INT32_MAX)) throw UsageError(fmt::format("size {} exceeds 32 bits", v));
+        return static_cast<int>(v);
+    };
+    const Conv2dShape shape{dim(in[0][0]), dim(in[0][1]), dim(in[0][2]), dim(in[0][3]), a.integer("c_out")};
+    const auto [oh, ow] = conv2d_output_size(attrs, shape);
+    return {dispatch_conv2d_bn_silu(attrs, shape, device),
+            {in[0][0], static_cast<std::size_t>(shape.c_out), static_cast<std::size_t>(oh), static_cast<std::size_t>(ow)}};
+}
+
+std::mutex registry_mutex;
+
+std::map<std::string, OpFactory, std::less<>>& registry() {
+    static std::map<std::string, OpFactory, std::less<>> ops{
+        {"conv2d_bn_silu", make_conv},
+        {"add", [](const NodeAttrs&, std::span<const ShapeView> in, const DeviceTraits&) {
+             return made(std::make_unique<AddOp>(), in);
+         }},
+        {"concat", [](const NodeAttrs&, std::span<const ShapeView> in, const DeviceTraits&) {
+             return made(std::make_unique<ConcatChannelsOp>(in.size()), in);
+         }},
+        {"maxpool2d", [](const NodeAttrs& a, std::span<const ShapeView> in, const DeviceTraits&) {
+             const int k = a.integer("kernel");
+             return made(std::make_unique<MaxPool2dOp>(k, a.integer("stride", k), a.integer("pad", 0)), in);
+         }},
+        {"upsample_nearest2d", [](const NodeAttrs& a, std::span<const ShapeView> in, const DeviceTraits&) {
+             return made(std::make_unique<UpsampleNearest2dOp>(a.integer("scale", 2)), in);
+         }},
+    };
+    return ops;
+}
+
+}  // namespace
+
+void register_op(std::string name, OpFactory factory) {
+    std::lock_guard lock(registry_mutex);
+    registry().insert_or_assign(std::move(name), std::move(factory));
+}
+
+OpFactory detail::find_op_factory(std::string_view name, std::vector<std::string>& known) {
+    std::lock_guard lock(registry_mutex);
+    const auto& ops = registry();
+    if (const auto it = ops.find(name); it != ops.end()) return it->second;
+    for (const auto& [op, f] : ops) known.push_back(op);
+    return {};
+}
+
+}  // namespace kjit

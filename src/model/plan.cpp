@@ -1,0 +1,230 @@
+// A graph planned from JSON for one batch size: op factories by name, topological order,
+// concrete shapes and parameter slots. No GPU needed.
+#include <algorithm>
+#include <climits>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <kjit/error.hpp>
+#include <kjit/model.hpp>
+#include <nlohmann/json.hpp>
+
+#include "model/builtin_ops.hpp"
+
+namespace kjit {
+namespace {
+
+using json = nlohmann::json;
+
+/// A node's "attrs" object; every error names the node.
+class JsonAttrs final : public NodeAttrs {
+public:
+    JsonAttrs(const json& attrs, std::string node) : attrs_(attrs), node_(std::move(node)) {}
+
+    bool has(std::string_view key) const override { return attrs_.contains(key); }
+
+    int integer(std::string_view key, std::optional<int> fallback) const override {
+        if (!has(key)) return fallback ? *fallback : missing(key);
+        return as_int(attrs_.at(key), key);
+    }
+
+    std::vector<int> integers(std::string_view key, std::size_t count, std::optional<int> fallback) const override {
+        if (!has(key)) {
+            if (!fallback) missing(key);
+            return std::vector<int>(count, *fallback);
+        }
+        const json& v = attrs_.at(key);
+        if (!v.is_array()) return std::vector<int>(count, as_int(v, key));
+        if (v.size() != count) fail(fmt::format("attribute '{}' takes {} numbers, {} given", key, count, v.size()));
+        std::vector<int> out;
+        for (const auto& e : v) out.push_back(as_int(e, key));
+        return out;
+    }
+
+    double number(std::string_view key, std::optional<double> fallback) const override {
+        if (!has(key)) return fallback ? *fallback : missing(key);
+        const json& v = attrs_.at(key);
+        if (!v.is_number()) fail(fmt::format("attribute '{}' is {}: it must be a number", key, v.dump()));
+        return v.get<double>();
+    }
+
+private:
+    int as_int(const json& v, std::string_view key) const {
+        if (!v.is_number_integer() || v.get<std::int64_t>() < INT32_MIN || v.get<std::int64_t>() > INT32_MAX ||
+            (v.is_number_unsigned() && v.get<std::uint64_t>() > INT32_MAX))
+            fail(fmt::format("attribute '{}' is {}: it must be a whole number that fits 32 bits", key, v.dump()));
+        return v.get<int>();
+    }
+    [[noreturn]] int missing(std::string_view key) const { fail(fmt::format("attribute '{}' is missing", key)); }
+    [[noreturn]] void fail(const std::string& what) const {
+        throw UsageError(fmt::format("node '{}': {}", node_, what));
+    }
+    const json& attrs_;
+    std::string node_;
+};
+
+
+/// A shape from JSON: positive integers, "B" for the batch.
+Shape shape_of(const json& j, int batch, const std::string& what) {
+    if (!j.is_array() || j.empty()) throw UsageError(fmt::format("{}: the shape must be a non-empty list", what));
+    Shape shape;
+    for (const auto& d : j) {
+        if (d.is_string() && d.get<std::string>() == "B") shape.push_back(static_cast<std::size_t>(batch));
+        else if (d.is_number_unsigned() && d.get<std::uint64_t>() > 0 && d.get<std::uint64_t>() <= INT32_MAX)
+            shape.push_back(d.get<std::size_t>());
+        else throw UsageError(fmt::format("{}: shape entry {} is neither \"B\" nor a positive size", what, d.dump()));
+    }
+    return shape;
+}
+
+const json& field(const json& j, const char* key, const std::string& where) {
+    if (!j.is_object() || !j.contains(key)) throw UsageError(fmt::format("{}: \"{}\" is missing", where, key));
+    return j.at(key);
+}
+
+std::string string_field(const json& j, const char* key, const std::string& where) {
+    const json& v = field(j, key, where);
+    if (!v.is_string()) throw UsageError(fmt::format("{}: \"{}\" must be a string", where, key));
+    return v.get<std::string>();
+}
+
+}  // namespace
+
+// ---- plan ---------------------------------------------------------------------------------------------------
+
+ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const DeviceTraits& device) {
+    if (batch <= 0) throw UsageError(fmt::format("batch {} must be positive", batch));
+    json g;
+    try {
+        g = json::parse(graph_json);
+    } catch (const json::exception& e) {
+        throw UsageError(fmt::format("the graph is not valid JSON: {}", e.what()));
+    }
+    if (!g.is_object()) throw UsageError("the graph must be a JSON object with inputs, outputs and nodes");
+    ModelPlan plan;
+    plan.batch_ = batch;
+    std::unordered_map<std::string, std::size_t> value_of;  // name → index into values_
+    auto add_value = [&](const std::string& name, Shape shape, const std::string& what) {
+        if (name.empty()) throw UsageError(fmt::format("{} has an empty name", what));
+        if (!value_of.emplace(name, plan.values_.size()).second)
+            throw UsageError(fmt::format("{}: the name '{}' is used twice", what, name));
+        plan.values_.push_back({name, std::move(shape)});
+        return plan.values_.size() - 1;
+    };
+    const json& inputs = field(g, "inputs", "the graph");
+    if (!inputs.is_array() || inputs.empty()) throw UsageError("the graph: \"inputs\" must be a non-empty list");
+    for (const auto& in : inputs) {
+        const std::string name = string_field(in, "name", "a graph input");
+        plan.inputs_.push_back(add_value(name, shape_of(field(in, "shape", "input '" + name + "'"), batch,
+                                                        "input '" + name + "'"),
+                                         "input '" + name + "'"));
+    }
+
+    // Topological order (Kahn), keeping the file's order among ready nodes.
+    const json& nodes = field(g, "nodes", "the graph");
+    if (!nodes.is_array()) throw UsageError("the graph: \"nodes\" must be a list");
+    std::vector<std::string> names;
+    std::unordered_map<std::string, std::size_t> node_index;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+        const std::string name = string_field(nodes[i], "name", fmt::format("node {}", i + 1));
+        if (value_of.contains(name) || !node_index.emplace(name, i).second)
+            throw UsageError(fmt::format("node '{}': the name is used twice", name));
+        names.push_back(name);
+    }
+    std::vector<std::vector<std::string>> node_inputs(nodes.size());
+    std::vector<std::size_t> waiting(nodes.size(), 0);
+    std::vector<std::vector<std::size_t>> consumers(nodes.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+        const json& list = field(nodes[i], "inputs", "node '" + names[i] + "'");
+        if (!list.is_array() || list.empty())
+            throw UsageError(fmt::format("node '{}': \"inputs\" must be a non-empty list of names", names[i]));
+        for (const auto& in : list) {
+            if (!in.is_string()) throw UsageError(fmt::format("node '{}': input {} is not a name", names[i], in.dump()));
+            const std::string name = in.get<std::string>();
+            node_inputs[i].push_back(name);
+            if (auto producer = node_index.find(name); producer != node_index.end()) {
+                ++waiting[i];
+                consumers[producer->second].push_back(i);
+            } else if (!value_of.contains(name)) {
+                throw UsageError(fmt::format("node '{}': input '{}' is neither a graph input nor a node", names[i], name));
+            }
+        }
+    }
+    std::vector<std::size_t> order, ready;
+    for (std::size_t i = nodes.size(); i-- > 0;)
+        if (!waiting[i]) ready.push_back(i);
+    while (!ready.empty()) {
+        const std::size_t i = ready.back();
+        ready.pop_back();
+        order.push_back(i);
+        std::vector<std::size_t> now;
+        for (std::size_t c : consumers[i])
+            if (--waiting[c] == 0) now.push_back(c);
+        std::sort(now.rbegin(), now.rend());
+        ready.insert(ready.end(), now.begin(), now.end());
+    }
+    if (order.size() != nodes.size()) {
+        std::vector<std::string> stuck;
+        for (std::size_t i = 0; i < nodes.size(); ++i)
+            if (waiting[i]) stuck.push_back(names[i]);
+        throw UsageError(fmt::format("the graph has a cycle through the nodes {}", fmt::join(stuck, ", ")));
+    }
+
+    for (std::size_t i : order) {
+        const json& n = nodes[i];
+        const std::string& name = names[i];
+        Node node{name, string_field(n, "op", "node '" + name + "'"), {}, 0, nullptr, {}};
+        std::vector<std::string> known;
+        const OpFactory factory = detail::find_op_factory(node.op_name, known);
+        if (!factory)
+            throw UsageError(
+                fmt::format("node '{}': unknown op '{}' (known: {})", name, node.op_name, fmt::join(known, ", ")));
+        std::vector<ShapeView> shapes;
+        for (const auto& in : node_inputs[i]) {
+            node.inputs.push_back(value_of.at(in));
+            shapes.push_back(plan.values_[node.inputs.back()].shape);
+        }
+        static const json no_attrs = json::object();
+        const json& attrs = n.contains("attrs") ? n.at("attrs") : no_attrs;
+        if (!attrs.is_object()) throw UsageError(fmt::format("node '{}': \"attrs\" must be an object", name));
+        const JsonAttrs node_attrs(attrs, name);
+        Shape output;
+        try {
+            MadeOp m = factory(node_attrs, shapes, device);
+            if (m.op->n_activation_inputs() != shapes.size())
+                throw UsageError(fmt::format("the op takes {} inputs, {} given", m.op->n_activation_inputs(),
+                                             shapes.size()));
+            output = m.op->compute_concrete_output_shape(shapes, m.output_shape);
+            if (output.empty() || element_count(output) == 0) throw UsageError("its output would be empty");
+            auto shapes_of_params = m.op->param_shapes(shapes, output);
+            const auto slots = m.op->param_names();
+            if (slots.size() != shapes_of_params.size())
+                throw UsageError(fmt::format("the op names {} parameter slots for {} shapes", slots.size(),
+                                             shapes_of_params.size()));
+            for (std::size_t p = 0; p < slots.size(); ++p)
+                node.params.push_back({fmt::format("{}.{}", name, slots[p]), std::move(shapes_of_params[p])});
+            node.op = std::move(m.op);
+        } catch (const UsageError& e) {
+            const std::string what = e.what();
+            if (what.starts_with("node '")) throw;
+            std::vector<std::string> shown;
+            for (const auto& s : shapes) shown.push_back(fmt::format("[{}]", fmt::join(s, ", ")));
+            throw UsageError(fmt::format("node '{}' ({}, inputs {}): {}", name, node.op_name, fmt::join(shown, " "),
+                                         what));
+        }
+        node.output = add_value(name, std::move(output), "node '" + name + "'");
+        plan.nodes_.push_back(std::move(node));
+    }
+
+    const json& outputs = field(g, "outputs", "the graph");
+    if (!outputs.is_array() || outputs.empty()) throw UsageError("the graph: \"outputs\" must be a non-empty list");
+    for (const auto& o : outputs) {
+        if (!o.is_string() || !value_of.contains(o.get<std::string>()))
+            throw UsageError(fmt::format("graph output {} is not a node or an input", o.dump()));
+        plan.outputs_.push_back(value_of.at(o.get<std::string>()));
+    }
+    return plan;
+}
+
+}  // namespace kjit

@@ -1,0 +1,93 @@
+// Weights by dotted key from safetensors, with the folds ops ask for (RuntimeOp::param_fold):
+// everything is checked before anything is uploaded, so a bad file changes nothing.
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include <kjit/safetensors.hpp>
+
+#include "jit/log.hpp"
+#include "model/loaded_model_impl.hpp"
+
+namespace kjit {
+
+WeightsReport LoadedModel::load_weights(const std::filesystem::path& safetensors) {
+    const std::string bytes = detail::read_file(safetensors, "the weights file");
+    try {
+        return load_weights(parse_safetensors(std::as_bytes(std::span(bytes))));
+    } catch (const UsageError& e) {
+        throw UsageError(fmt::format("{}: {}", safetensors.string(), e.what()));
+    }
+}
+
+WeightsReport LoadedModel::load_weights(const std::map<std::string, SafeTensor>& tensors) {
+    WeightsReport report;
+    std::set<std::string> used;
+    std::vector<std::string> missing, mismatched;
+    std::vector<std::pair<DeviceBuffer*, std::vector<float>>> uploads;
+    auto floats_of = [&](const std::string& key, const Shape& shape) -> std::optional<std::vector<float>> {
+        const SafeTensor& t = tensors.at(key);
+        if (t.dtype != "F32" || t.shape != shape) {
+            mismatched.push_back(fmt::format("{}: the file has {} [{}], the model needs F32 [{}]", key, t.dtype,
+                                             fmt::join(t.shape, ", "), fmt::join(shape, ", ")));
+            return std::nullopt;
+        }
+        std::vector<float> v(element_count(shape));
+        std::memcpy(v.data(), t.data.data(), v.size() * sizeof(float));
+        used.insert(key);
+        return v;
+    };
+    for (std::size_t n = 0; n < impl_->plan.nodes().size(); ++n) {
+        const auto& node = impl_->plan.nodes()[n];
+        std::vector<Shape> shapes;
+        for (const auto& p : node.params) shapes.push_back(p.shape);
+        // Folded when the file holds the fold's sources and lacks one of its targets.
+        const auto fold = node.op->param_fold(shapes);
+        std::vector<std::string> sources;
+        if (fold)
+            for (const auto& s : fold->sources) sources.push_back(fmt::format("{}.{}", node.name, s));
+        const bool folding =
+            fold && std::ranges::all_of(sources, [&](const std::string& k) { return tensors.contains(k); }) &&
+            std::ranges::any_of(fold->targets, [&](std::size_t t) { return !tensors.contains(node.params.at(t).key); });
+        for (std::size_t p = 0; p < node.params.size(); ++p) {
+            if (folding && std::ranges::find(fold->targets, p) != fold->targets.end()) continue;
+            const auto& [key, shape] = node.params[p];
+            if (!tensors.contains(key)) missing.push_back(key);
+            else if (auto v = floats_of(key, shape)) uploads.emplace_back(&impl_->params[n][p], *std::move(v));
+        }
+        if (!folding) continue;
+        std::vector<std::vector<float>> values;
+        for (const auto& k : sources)
+            if (auto v = floats_of(k, fold->source_shape)) values.push_back(*std::move(v));
+        if (values.size() != sources.size()) continue;  // mismatched: reported below
+        auto folded = fold->fold(values);
+        if (folded.size() != fold->targets.size())
+            throw UsageError(fmt::format("node '{}': its op folded {} slots for {} targets", node.name, folded.size(),
+                                         fold->targets.size()));
+        for (std::size_t i = 0; i < folded.size(); ++i) {
+            const std::size_t slot = fold->targets[i];
+            if (folded[i].size() != element_count(node.params[slot].shape))
+                throw UsageError(fmt::format("node '{}': the fold gave {} values for {}", node.name, folded[i].size(),
+                                             node.params[slot].key));
+            uploads.emplace_back(&impl_->params[n][slot], std::move(folded[i]));
+        }
+        ++report.folded;
+    }
+    if (!missing.empty() || !mismatched.empty()) {
+        std::string what;
+        if (!missing.empty()) what += fmt::format("missing: {}", fmt::join(missing, ", "));
+        if (!mismatched.empty())
+            what += fmt::format("{}mismatched: {}", what.empty() ? "" : "; ", fmt::join(mismatched, "; "));
+        throw UsageError(fmt::format("the weights do not fit the model ({}); nothing was loaded", what));
+    }
+    for (auto& [buffer, values] : uploads) buffer->upload(std::span<const float>(values));
+    report.loaded = uploads.size();
+    for (const auto& [key, t] : tensors)
+        if (!used.contains(key)) report.extra.push_back(key);
+    if (!report.extra.empty())
+        detail::warn(fmt::format("{} tensors in the weights file belong to no parameter and were ignored: {}",
+                                 report.extra.size(), fmt::join(report.extra, ", ")));
+    return report;
+}
+
+}  // namespace kjit

@@ -1,0 +1,96 @@
+// Conv configurations as text: the key of a layer's tuned winner, the op a configuration names,
+// an op's configuration, and the candidates `kjit tune` times.
+#include <charconv>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <kjit/conv.hpp>
+
+#include "kjit/ceil_div.cuh"
+#include "ops/conv/gemm_forward.hpp"
+#include "ops/op_checks.hpp"
+
+namespace kjit {
+
+using detail::require;
+
+std::string conv2d_problem_key(const Conv2dAttrs& a, const Conv2dShape& s) {
+    return fmt::format("b{}_c{}x{}x{}_o{}_k{}x{}_s{}x{}_p{}x{}_g{}", s.batch, s.c_in, s.height, s.width, s.c_out,
+                       a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_h, a.pad_w, a.groups);
+}
+
+std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const std::string& config,
+                                               const DeviceTraits& device) {
+    std::map<std::string, int> values;
+    std::istringstream words(config);
+    for (std::string word; words >> word;) {
+        const auto eq = word.find('=');
+        int v = 0;
+        const char* end = word.data() + word.size();
+        if (eq == std::string::npos || std::from_chars(word.data() + eq + 1, end, v).ptr != end)
+            throw UsageError(fmt::format("configuration item '{}': write KEY=INTEGER, e.g. BLOCK_M=64", word));
+        if (!values.emplace(word.substr(0, eq), v).second)
+            throw UsageError(fmt::format("configuration key {} is given twice", word.substr(0, eq)));
+    }
+    auto take = [&](const char* key, std::optional<int> fallback = std::nullopt) {
+        const auto it = values.find(key);
+        if (it == values.end()) {
+            require(fallback.has_value(), "configuration '{}' lacks {}", config, key);
+            return *fallback;
+        }
+        const int v = it->second;
+        values.erase(it);
+        return v;
+    };
+    std::unique_ptr<Conv2dOp> op;
+    if (values.contains("BLOCK_OC")) {
+        const int oc = take("BLOCK_OC"), ow = take("BLOCK_OW");
+        op = std::make_unique<Conv2dBnSiluDirectForward>(oc, ow, a, s, device.max_shared_bytes);
+    } else {
+        const GemmTiles t{take("BLOCK_M"), take("BLOCK_N"), take("BLOCK_K"), take("GROUP_M", 8)};
+        const int split = take("SPLIT_K", 1);
+        require(split == 1 || device.clusters, "SPLIT_K > 1 needs thread-block clusters (sm_90 or newer)");
+        op = detail::make_gemm_conv(a, t, device.max_shared_bytes, split);
+    }
+    if (!values.empty())
+        throw UsageError(fmt::format("configuration key {} is not one this kernel takes", values.begin()->first));
+    return op;
+}
+
+namespace {
+std::string gemm_config(const GemmTiles& t, int split) {
+    return fmt::format("BLOCK_M={} BLOCK_N={} BLOCK_K={} GROUP_M={} SPLIT_K={}", t.block_m, t.block_n, t.block_k,
+                       t.group_m, split);
+}
+std::string direct_config(const DirectTiles& t) { return fmt::format("BLOCK_OC={} BLOCK_OW={}", t.block_oc, t.block_ow); }
+}  // namespace
+
+std::string conv2d_bn_silu_config(const Conv2dOp& op) {
+    if (const auto* g = dynamic_cast<const GemmConvOp*>(&op)) return gemm_config(g->tiles(), g->split_k());
+    return direct_config(dynamic_cast<const Conv2dBnSiluDirectForward&>(op).tiles());
+}
+
+std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const Conv2dShape& s,
+                                                   const DeviceTraits& device) {
+    const auto chosen = dispatch_conv2d_bn_silu(a, s, device);
+    std::vector<std::string> list;
+    if (dynamic_cast<const Conv2dBnSiluDirectForward*>(chosen.get())) {
+        for (const auto& t : Conv2dBnSiluDirectForward::configurations())
+            list.push_back(direct_config(t));
+        return list;
+    }
+    const auto [oh, ow] = conv2d_output_size(a, s);
+    const long long p = 1LL * s.batch * oh * ow;
+    for (const auto& t : GemmTiles::configurations())
+        for (int split : {1, 2, 4, 8}) {
+            const long long tiles = ceil_div<long long>(p, t.block_m) * ceil_div(s.c_out / a.groups, t.block_n);
+            if (split > 1 && (!device.clusters || tiles * split > 4LL * device.multiprocessors)) continue;
+            if (t.shared_bytes(split) > static_cast<unsigned>(device.max_shared_bytes)) continue;
+            list.push_back(gemm_config(t, split));
+        }
+    return list;
+}
+
+}  // namespace kjit

@@ -1,0 +1,25 @@
+// What the conv ops' pack_args share: the tensors checked and visited in kernel order, and a
+// general conv's sizes resolved against its attributes.
+#pragma once
+#include <kjit/conv.hpp>
+
+namespace kjit::detail {
+
+/// x, the three parameters and y, checked and visited in kernel order.
+void visit_conv_tensors(const OpCall& call, ArgVisitor& visitor);
+
+/// NCHW input and output of a general conv, checked against the attributes.
+struct ConvCall {
+    Conv2dShape shape;
+    int oh, ow;
+};
+[[nodiscard]] ConvCall resolve_conv_call(const Conv2dAttrs& attrs, const OpCall& call);
+
+/// The ints the general kernels take, in their order up to y_row_stride.
+void visit_conv_ints(const ConvCall& c, const Conv2dAttrs& a, int output_row_stride, ArgVisitor& visitor);
+
+/// Throws UsageError for attributes the general kernels do not take (one stride and one padding
+/// for both axes, dilation 1).
+void require_general_attrs(const Conv2dAttrs& a);
+
+}  // namespace kjit::detail

@@ -1,0 +1,169 @@
+// The elementwise ops around the convolutions: add, channel concat, max pooling, nearest
+// upsampling (kjit/elementwise.hpp). Each checks its tensors and packs its kernel's arguments.
+#include <kjit/elementwise.hpp>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ops/op_checks.hpp"
+
+namespace kjit {
+
+using detail::as_i32;
+using detail::check_rank4;
+using detail::elementwise_grid;
+using detail::non_null;
+using detail::require;
+
+namespace {
+constexpr std::int64_t block_constant = elementwise_block;
+
+/// The kernel `Kernel` of body `name`, compiled for elementwise_block threads.
+template <class K>
+K elementwise_kernel(std::string name, std::vector<Constant> extra = {}) {
+    std::vector<Constant> constants{{"BLOCK", block_constant}};
+    constants.insert(constants.end(), extra.begin(), extra.end());
+    return K(std::move(name), std::move(constants), elementwise_block);
+}
+}  // namespace
+
+Dims ElementwiseOp::grid(ShapeView output_shape) const {
+    return elementwise_grid(element_count(output_shape), elementwise_block);
+}
+
+void ElementwiseOp::check_call(const OpCall& call) const {
+    const std::string_view name = kernel_.name();
+    require(call.inputs.size() == n_inputs_, "{} takes {} inputs, {} given", name, n_inputs_, call.inputs.size());
+    std::vector<ShapeView> shapes;
+    for (const auto& t : call.inputs) shapes.push_back(t.shape);
+    const Shape expected = compute_concrete_output_shape(shapes, call.output_shape);
+    require(std::ranges::equal(expected, call.output_shape), "{}: output shape [{}] should be [{}]", name,
+            fmt::join(call.output_shape, ", "), fmt::join(expected, ", "));
+    require(call.output_row_stride == static_cast<int>(call.output_shape.back()),
+            "{} writes tight rows: output_row_stride must be {}, not {}", name, call.output_shape.back(),
+            call.output_row_stride);
+}
+
+// ---- add -------------------------------------------------------------------------------------------
+
+AddOp::AddOp() : ElementwiseOp(elementwise_kernel<KernelType>("add"), 2) {}
+
+Shape AddOp::compute_concrete_output_shape(std::span<const ShapeView> in, ShapeView) const {
+    require(in.size() == 2, "add takes 2 inputs, {} given", in.size());
+    require(std::ranges::equal(in[0], in[1]), "add needs equal shapes: [{}] and [{}]", fmt::join(in[0], ", "),
+            fmt::join(in[1], ", "));
+    return Shape(in[0].begin(), in[0].end());
+}
+
+void AddOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
+    check_call(call);
+    visitor.visit_ptr(non_null(call.inputs[0].data, "input a"));
+    visitor.visit_ptr(non_null(call.inputs[1].data, "input b"));
+    visitor.visit_ptr(non_null(call.output, "output y"));
+    visitor.visit_i64(static_cast<std::int64_t>(element_count(call.output_shape)));
+}
+
+// ---- concat along channels ---------------------------------------------------------------------------
+
+ConcatChannelsOp::ConcatChannelsOp(std::size_t n_inputs)
+    : ElementwiseOp(elementwise_kernel<KernelType>("concat_channels"), n_inputs) {
+    require(n_inputs >= 1, "concat needs at least one input");
+}
+
+Shape ConcatChannelsOp::compute_concrete_output_shape(std::span<const ShapeView> in, ShapeView) const {
+    require(in.size() == n_activation_inputs(), "concat was made for {} inputs, {} given", n_activation_inputs(),
+            in.size());
+    std::size_t channels = 0;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        check_rank4(in[i], "a concat input");
+        require(in[i][0] == in[0][0] && in[i][2] == in[0][2] && in[i][3] == in[0][3],
+                "concat along channels needs equal batch and size: input {} is [{}], input 1 is [{}]", i + 1,
+                fmt::join(in[i], ", "), fmt::join(in[0], ", "));
+        channels += in[i][1];
+    }
+    return {in[0][0], channels, in[0][2], in[0][3]};
+}
+
+void ConcatChannelsOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
+    pack_args_for_launch(0, call, visitor);
+}
+
+void ConcatChannelsOp::pack_args_for_launch(std::size_t launch, const OpCall& call, ArgVisitor& visitor) const {
+    check_call(call);
+    require(launch < call.inputs.size(), "concat launch {} of {} inputs", launch, call.inputs.size());
+    std::size_t offset = 0;
+    for (std::size_t i = 0; i < launch; ++i) offset += call.inputs[i].shape[1];
+    const ShapeView src = call.inputs[launch].shape;
+    visitor.visit_ptr(non_null(call.inputs[launch].data, "a concat input"));
+    visitor.visit_ptr(non_null(call.output, "output y"));
+    visitor.visit_i32(as_i32(src[0], "B"));
+    visitor.visit_i32(as_i32(src[1], "C_SRC"));
+    visitor.visit_i32(as_i32(call.output_shape[1], "C_DST"));
+    visitor.visit_i32(as_i32(offset, "C_OFFSET"));
+    visitor.visit_i64(static_cast<std::int64_t>(src[2] * src[3]));
+}
+
+Dims ConcatChannelsOp::grid_for_launch(std::size_t launch, std::span<const ShapeView> input_shapes, ShapeView) const {
+    require(launch < input_shapes.size(), "concat launch {} of {} inputs", launch, input_shapes.size());
+    return elementwise_grid(element_count(input_shapes[launch]), elementwise_block);
+}
+
+// ---- max pooling -----------------------------------------------------------------------------------------
+
+MaxPool2dOp::MaxPool2dOp(int kernel, int stride, int pad)
+    : ElementwiseOp(elementwise_kernel<KernelType>("maxpool2d"), 1), window_(kernel), stride_(stride), pad_(pad) {
+    require(kernel >= 1 && stride >= 1 && pad >= 0 && pad <= kernel / 2,
+            "maxpool2d kernel {} stride {} pad {}: kernel and stride must be positive, 0 <= pad <= kernel / 2", kernel,
+            stride, pad);
+}
+
+Shape MaxPool2dOp::compute_concrete_output_shape(std::span<const ShapeView> in, ShapeView) const {
+    require(in.size() == 1, "maxpool2d takes 1 input, {} given", in.size());
+    check_rank4(in[0], "maxpool2d input");
+    const auto h = static_cast<long long>(in[0][2]) + 2 * pad_ - window_;
+    const auto w = static_cast<long long>(in[0][3]) + 2 * pad_ - window_;
+    require(h >= 0 && w >= 0, "maxpool2d: a {}x{} input with padding {} is smaller than the {}x{} window", in[0][2],
+            in[0][3], pad_, window_, window_);
+    return {in[0][0], in[0][1], static_cast<std::size_t>(h / stride_ + 1), static_cast<std::size_t>(w / stride_ + 1)};
+}
+
+void MaxPool2dOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
+    check_call(call);
+    const ShapeView x = call.inputs[0].shape;
+    as_i32(element_count(x), "input elements");
+    visitor.visit_ptr(non_null(call.inputs[0].data, "input x"));
+    visitor.visit_ptr(non_null(call.output, "output y"));
+    for (std::size_t v : {x[0], x[1], x[2], x[3], call.output_shape[2], call.output_shape[3]})
+        visitor.visit_i32(as_i32(v, "a size"));
+    visitor.visit_i32(window_);
+    visitor.visit_i32(stride_);
+    visitor.visit_i32(pad_);
+}
+
+// ---- nearest upsampling -----------------------------------------------------------------------------------
+
+UpsampleNearest2dOp::UpsampleNearest2dOp(int scale)
+    : ElementwiseOp(elementwise_kernel<KernelType>("upsample_nearest2d", {{"SCALE", std::int64_t{scale}}}), 1),
+      scale_(scale) {
+    require(scale >= 1 && scale <= 16, "upsample scale {} must be 1 to 16", scale);
+}
+
+Shape UpsampleNearest2dOp::compute_concrete_output_shape(std::span<const ShapeView> in, ShapeView) const {
+    require(in.size() == 1, "upsample_nearest2d takes 1 input, {} given", in.size());
+    check_rank4(in[0], "upsample input");
+    const auto s = static_cast<std::size_t>(scale_);
+    return {in[0][0], in[0][1], in[0][2] * s, in[0][3] * s};
+}
+
+void UpsampleNearest2dOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
+    check_call(call);
+    as_i32(element_count(call.output_shape), "output elements");
+    const ShapeView x = call.inputs[0].shape;
+    visitor.visit_ptr(non_null(call.inputs[0].data, "input x"));
+    visitor.visit_ptr(non_null(call.output, "output y"));
+    for (std::size_t v : {x[0], x[1], x[2], x[3]}) visitor.visit_i32(as_i32(v, "a size"));
+}
+
+}  // namespace kjit

@@ -1,0 +1,121 @@
+// The shipped kernels and their valid configurations: the list warm-up and tests iterate.
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+#include <kjit/registry.hpp>
+
+#include <kjit/conv.hpp>
+#include <kjit/elementwise.hpp>
+#include <kjit/error.hpp>
+
+namespace kjit {
+namespace {
+
+/// y ← α·x + β·y (kernels_src/axpby.cu) for each element type and items per thread.
+std::vector<Kernel> axpby_configurations() {
+    std::vector<Kernel> kernels;
+    for (Scalar t : {Scalar::f32, Scalar::i32})
+        for (std::int64_t items : {1, 4}) {
+            constexpr std::int64_t block = 256;
+            kernels.emplace_back(KernelSpec{
+                "axpby",
+                {{"T", t}, {"BLOCK", block}, {"ITEMS", items}},
+                {{"x", {t, true}}, {"y", {t, true}}, {"alpha", {t}}, {"beta", {t}}, {"n", {Scalar::i64}}},
+                static_cast<unsigned>(block)});
+        }
+    return kernels;
+}
+
+// Layer shapes and attributes are run-time arguments: any layer gives the same kernel for given
+// tiles, so the lists below build each configuration for a representative 3x3 layer.
+constexpr Conv2dAttrs three_by_three{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+
+std::vector<Kernel> gemm_configurations() {
+    std::vector<Kernel> kernels;
+    for (const auto& t : GemmTiles::configurations())
+        kernels.push_back(Conv2dBnSiluGemmForward(t.block_m, t.block_n, t.block_k, t.group_m).kernel());
+    return kernels;
+}
+
+std::vector<Kernel> implicit_gemm_configurations() {
+    std::vector<Kernel> kernels;
+    for (const auto& t : GemmTiles::configurations()) kernels.push_back(Conv2dBnSiluForward(t, three_by_three).kernel());
+    return kernels;
+}
+
+std::vector<Kernel> direct_configurations() {
+    std::vector<Kernel> kernels;
+    for (const auto& t : Conv2dBnSiluDirectForward::configurations())
+        kernels.push_back(
+            Conv2dBnSiluDirectForward(t.block_oc, t.block_ow, three_by_three, {1, 64, 56, 56, 64}).kernel());
+    return kernels;
+}
+
+/// One configuration each: the elementwise ops take every size at run time.
+template <class Op, auto... Args>
+std::vector<Kernel> single_configuration() {
+    return {Op(Args...).kernel()};
+}
+
+const KernelFamily families[] = {
+    {"axpby", "y = alpha*x + beta*y over n elements (f32, i32)", axpby_configurations},
+    {"conv2d_bn_silu_gemm_forward", "1x1 Conv2d + BatchNorm + SiLU as a TF32 tensor-core GEMM", gemm_configurations},
+    {"conv2d_bn_silu_forward",
+     "Conv2d (any size, stride, padding, groups) + BatchNorm + SiLU as an implicit TF32 GEMM",
+     implicit_gemm_configurations},
+    {"conv2d_bn_silu_direct_forward", "Conv2d + BatchNorm + SiLU computed directly in fp32 (depthwise, narrow groups)",
+     direct_configurations},
+    {"add", "y = a + b (residual connections)", single_configuration<AddOp>},
+    {"concat_channels", "one input of a concatenation along channels", single_configuration<ConcatChannelsOp, 1>},
+    {"maxpool2d", "max pooling, any window, stride and padding", single_configuration<MaxPool2dOp, 5, 1, 2>},
+    {"upsample_nearest2d", "nearest-neighbour upsampling by 2", single_configuration<UpsampleNearest2dOp, 2>},
+};
+
+}  // namespace
+
+std::span<const KernelFamily> shipped_kernels() { return families; }
+
+Kernel find_shipped_kernel(std::string_view name, std::span<const std::pair<std::string, std::string>> constants) {
+    const auto family = std::find_if(std::begin(families), std::end(families),
+                                     [&](const KernelFamily& f) { return f.name == name; });
+    if (family == std::end(families)) {
+        std::vector<std::string_view> names;
+        for (const auto& f : families) names.push_back(f.name);
+        throw UsageError(fmt::format("unknown kernel '{}': kjit ships {}", name, fmt::join(names, ", ")));
+    }
+    const auto configurations = family->configurations();
+    const auto& declared = configurations.front().constants();
+    std::set<std::string> given;
+    for (const auto& entry : constants) {
+        const std::string& constant = entry.first;
+        if (std::none_of(declared.begin(), declared.end(), [&](const Constant& c) { return c.name == constant; })) {
+            std::vector<std::string> names;
+            for (const auto& c : declared) names.push_back(c.name);
+            throw UsageError(fmt::format("kernel {} has no constant '{}': its constants are {}", name, constant,
+                                         fmt::join(names, ", ")));
+        }
+        if (!given.insert(constant).second)
+            throw UsageError(fmt::format("constant {} is given twice: give each constant once", constant));
+    }
+    for (const auto& c : declared)
+        if (!given.contains(c.name))
+            throw UsageError(fmt::format("constant {} of kernel {} is missing: give it with -D {}=VALUE", c.name, name,
+                                         c.name));
+    for (const auto& k : configurations)
+        if (std::all_of(k.constants().begin(), k.constants().end(), [&](const Constant& c) {
+                return std::any_of(constants.begin(), constants.end(),
+                                   [&](const auto& g) { return g.first == c.name && g.second == value_text(c); });
+            }))
+            return k;
+    std::vector<std::string> valid;
+    for (const auto& k : configurations) {
+        std::vector<std::string> parts;
+        for (const auto& c : k.constants()) parts.push_back(c.name + "=" + value_text(c));
+        valid.push_back(fmt::format("{}", fmt::join(parts, " ")));
+    }
+    throw UsageError(fmt::format("those constants are not a valid configuration of {}; valid ones:\n  {}", name,
+                                 fmt::join(valid, "\n  ")));
+}
+
+}  // namespace kjit

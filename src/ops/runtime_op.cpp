@@ -1,0 +1,120 @@
+// RuntimeOp's defaults, and running an op's launches through a Runtime.
+#include <kjit/runtime_op.hpp>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <kjit/error.hpp>
+#include <kjit/runtime.hpp>
+
+namespace kjit {
+
+std::vector<Shape> RuntimeOp::param_shapes(std::span<const ShapeView>, ShapeView) const { return {}; }
+std::span<const std::string_view> RuntimeOp::param_names() const { return {}; }
+std::optional<std::vector<std::byte>> RuntimeOp::param_init_data(std::size_t) const { return std::nullopt; }
+std::optional<ParamFold> RuntimeOp::param_fold(std::span<const Shape>) const { return std::nullopt; }
+std::size_t RuntimeOp::forward_output_row_elems(ShapeView output_shape) const {
+    return output_shape.empty() ? 1 : output_shape.back();
+}
+std::size_t RuntimeOp::forward_output_row_stride(ShapeView output_shape) const {
+    return forward_output_row_elems(output_shape);
+}
+Shape RuntimeOp::compute_concrete_output_shape(std::span<const ShapeView>, ShapeView resolved) const {
+    return Shape(resolved.begin(), resolved.end());
+}
+
+Dims RuntimeOp::block() const { return {kernel_for_launch(0).max_threads_per_block(), 1, 1}; }
+std::size_t RuntimeOp::n_launches() const { return 1; }
+void RuntimeOp::pack_args_for_launch(std::size_t, const OpCall& call, ArgVisitor& visitor) const {
+    pack_args(call, visitor);
+}
+Dims RuntimeOp::grid_for_launch(std::size_t, std::span<const ShapeView>, ShapeView output_shape) const {
+    return grid(output_shape);
+}
+unsigned RuntimeOp::shared_bytes_for_launch(std::size_t) const { return 0; }
+Dims RuntimeOp::cluster_for_launch(std::size_t) const { return {1, 1, 1}; }
+
+std::size_t RuntimeOp::n_backward_launches() const { return 0; }
+bool RuntimeOp::has_backward() const { return n_backward_launches() > 0; }
+std::size_t RuntimeOp::backward_grad_output_row_stride(ShapeView output_shape) const {
+    return output_shape.empty() ? 1 : output_shape.back();
+}
+void RuntimeOp::pack_backward_args(const BackwardCall&, ArgVisitor&) const {}
+Dims RuntimeOp::backward_block() const { return block(); }
+Dims RuntimeOp::backward_grid(std::span<const ShapeView> input_shapes, ShapeView output_shape) const {
+    return grid_for_launch(0, input_shapes, output_shape);
+}
+void RuntimeOp::pack_backward_args_for_launch(std::size_t, const BackwardCall& call, ArgVisitor& visitor) const {
+    pack_backward_args(call, visitor);
+}
+Dims RuntimeOp::backward_grid_for_launch(std::size_t, std::span<const ShapeView> input_shapes,
+                                         ShapeView output_shape) const {
+    return backward_grid(input_shapes, output_shape);
+}
+const Kernel& RuntimeOp::backward_kernel_for_launch(std::size_t launch) const { return kernel_for_launch(launch); }
+
+namespace {
+
+/// The input shapes as grid_for_launch takes them; inline for the usual few inputs, so a launch
+/// allocates nothing.
+class InputShapes {
+public:
+    explicit InputShapes(std::span<const Tensor> inputs) {
+        if (inputs.size() > inline_.size()) many_.resize(inputs.size());
+        view_ = many_.empty() ? std::span<ShapeView>(inline_).first(inputs.size()) : std::span<ShapeView>(many_);
+        std::transform(inputs.begin(), inputs.end(), view_.begin(), [](const Tensor& t) { return t.shape; });
+    }
+    [[nodiscard]] std::span<const ShapeView> view() const noexcept { return view_; }
+
+private:
+    std::array<ShapeView, 8> inline_;
+    std::vector<ShapeView> many_;
+    std::span<ShapeView> view_;
+};
+
+/// Runs `count` launches: kernel_of(i), packed by pack(i, visitor), on grid_of(i).
+template <class KernelOf, class Pack, class GridOf>
+void run_launches(const RuntimeOp& op, Runtime& runtime, const Stream& stream, std::size_t count, Dims block,
+                  KernelOf&& kernel_of, Pack&& pack, GridOf&& grid_of) {
+    for (std::size_t i = 0; i < count; ++i) {
+        const Kernel& kernel = kernel_of(i);
+        ArgPack args(kernel.params(), kernel.id());
+        pack(i, args);
+        args.check_complete();
+        const Dims g = grid_of(i), c = op.cluster_for_launch(i);
+        runtime.launch_packed(kernel, stream,
+                              {{g[0], g[1], g[2]}, {block[0], block[1], block[2]}, op.shared_bytes_for_launch(i),
+                               {c[0], c[1], c[2]}},
+                              args.data());
+    }
+}
+
+void check_inputs(const RuntimeOp& op, const OpCall& call) {
+    if (call.inputs.size() != op.n_activation_inputs())
+        throw UsageError(fmt::format("op takes {} activation inputs, {} were given", op.n_activation_inputs(),
+                                     call.inputs.size()));
+}
+
+}  // namespace
+
+void RuntimeOp::forward(Runtime& runtime, const Stream& stream, const OpCall& call) const {
+    check_inputs(*this, call);
+    const InputShapes shapes(call.inputs);
+    run_launches(
+        *this, runtime, stream, n_launches(), block(), [&](std::size_t i) -> const Kernel& { return kernel_for_launch(i); },
+        [&](std::size_t i, ArgVisitor& v) { pack_args_for_launch(i, call, v); },
+        [&](std::size_t i) { return grid_for_launch(i, shapes.view(), call.output_shape); });
+}
+
+void RuntimeOp::backward(Runtime& runtime, const Stream& stream, const BackwardCall& call) const {
+    if (!has_backward()) throw UsageError("this op has no backward pass (has_backward() is false)");
+    check_inputs(*this, call);
+    const InputShapes shapes(call.inputs);
+    run_launches(
+        *this, runtime, stream, n_backward_launches(), backward_block(),
+        [&](std::size_t i) -> const Kernel& { return backward_kernel_for_launch(i); },
+        [&](std::size_t i, ArgVisitor& v) { pack_backward_args_for_launch(i, call, v); },
+        [&](std::size_t i) { return backward_grid_for_launch(i, shapes.view(), call.output_shape); });
+}
+
+}  // namespace kjit

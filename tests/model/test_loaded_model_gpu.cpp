@@ -1,0 +1,351 @@
+// The graph executor and the elementwise ops on a GPU, against float64 CPU references: every op
+// with NaN-poisoned outputs and a guard, a small network end to end (weights from safetensors,
+// BatchNorm folded from raw tensors), CUDA graph replay, and an op with padded output rows.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include <fmt/format.h>
+#include <kjit/kjit.hpp>
+#include <kjit/model.hpp>
+
+#include "support.hpp"
+
+using namespace kjit;
+
+namespace {
+
+std::mt19937_64& rng() {
+    static std::mt19937_64 r{std::random_device{}()};
+    return r;
+}
+
+std::vector<float> random_values(std::size_t n, float lo = -1, float hi = 1) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    std::vector<float> v(n);
+    for (auto& e : v) e = d(rng());
+    return v;
+}
+
+double relative_error(std::span<const float> y, std::span<const double> ref) {
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) num += (y[i] - ref[i]) * (y[i] - ref[i]), den += ref[i] * ref[i];
+    return std::sqrt(num / std::max(den, 1e-300));
+}
+
+/// Runs `op` once on device copies of `inputs` into a NaN-poisoned output with a NaN guard
+/// after it; checks every element was written, the guard untouched, and the values against `ref`.
+void check_op(const RuntimeOp& op, const std::vector<std::pair<Shape, std::vector<float>>>& inputs, const Shape& out,
+              const std::vector<double>& ref) {
+    const auto device = Device::get(0);
+    Stream stream(device);
+    std::vector<DeviceBuffer> buffers;
+    std::vector<Tensor> tensors;
+    for (const auto& [shape, values] : inputs) {
+        buffers.emplace_back(device, values.size() * sizeof(float));
+        buffers.back().upload(std::span<const float>(values));
+        tensors.push_back({buffers.back().as<void>(), shape});
+    }
+    constexpr std::size_t guard = 1024;
+    std::vector<float> y(element_count(out) + guard, std::numeric_limits<float>::quiet_NaN());
+    DeviceBuffer dy(device, y.size() * sizeof(float));
+    dy.upload(std::span<const float>(y));
+    op.forward(Runtime::global(), stream, {tensors, {}, dy.as<void>(), out, static_cast<int>(out.back())});
+    stream.synchronize();
+    dy.download(std::span<float>(y));
+    std::size_t unwritten = 0, guard_touched = 0;
+    for (std::size_t i = 0; i < element_count(out); ++i) unwritten += std::isnan(y[i]);
+    for (std::size_t i = element_count(out); i < y.size(); ++i) guard_touched += !std::isnan(y[i]);
+    CHECK(unwritten == 0);
+    CHECK(guard_touched == 0);
+    CHECK(relative_error(std::span<const float>(y).first(ref.size()), ref) < 1e-6);
+}
+
+// float64 references of the elementwise ops (NCHW).
+std::vector<double> add_ref(const std::vector<float>& a, const std::vector<float>& b) {
+    std::vector<double> y(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) y[i] = double(a[i]) + b[i];
+    return y;
+}
+std::vector<double> maxpool_ref(const std::vector<float>& x, const Shape& s, int k, int stride, int pad, const Shape& o) {
+    std::vector<double> y;
+    for (std::size_t p = 0; p < s[0] * s[1]; ++p)
+        for (std::size_t oh = 0; oh < o[2]; ++oh)
+            for (std::size_t ow = 0; ow < o[3]; ++ow) {
+                double best = -INFINITY;
+                for (int kh = 0; kh < k; ++kh)
+                    for (int kw = 0; kw < k; ++kw) {
+                        const long h = long(oh) * stride - pad + kh, w = long(ow) * stride - pad + kw;
+                        if (h >= 0 && w >= 0 && h < long(s[2]) && w < long(s[3]))
+                            best = std::max(best, double(x[(p * s[2] + h) * s[3] + w]));
+                    }
+                y.push_back(best);
+            }
+    return y;
+}
+std::vector<double> upsample_ref(const std::vector<float>& x, const Shape& s, std::size_t f) {
+    std::vector<double> y;
+    for (std::size_t p = 0; p < s[0] * s[1]; ++p)
+        for (std::size_t h = 0; h < s[2] * f; ++h)
+            for (std::size_t w = 0; w < s[3] * f; ++w) y.push_back(x[(p * s[2] + h / f) * s[3] + w / f]);
+    return y;
+}
+std::vector<double> concat_ref(const std::vector<std::pair<Shape, std::vector<double>>>& in) {
+    std::vector<double> y;
+    const std::size_t hw = in[0].first[2] * in[0].first[3];
+    for (std::size_t b = 0; b < in[0].first[0]; ++b)
+        for (const auto& [s, v] : in) y.insert(y.end(), v.begin() + b * s[1] * hw, v.begin() + (b + 1) * s[1] * hw);
+    return y;
+}
+std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+}  // namespace
+
+TEST_CASE("add, concat, max pooling and upsampling match float64 references, every element written once") {
+    const Shape s{2, 5, 7, 9};
+    const auto a = random_values(element_count(s)), b = random_values(element_count(s));
+    check_op(AddOp(), {{s, a}, {s, b}}, s, add_ref(a, b));
+
+    const Shape s2{2, 3, 7, 9}, s3{2, 1, 7, 9};
+    const auto c = random_values(element_count(s2)), d = random_values(element_count(s3));
+    const std::vector<double> ad(a.begin(), a.end()), cd(c.begin(), c.end()), dd(d.begin(), d.end());
+    check_op(ConcatChannelsOp(3), {{s, a}, {s2, c}, {s3, d}}, {2, 9, 7, 9}, concat_ref({{s, ad}, {s2, cd}, {s3, dd}}));
+
+    for (auto [k, stride, pad] : {std::tuple{5, 1, 2}, std::tuple{2, 2, 0}, std::tuple{3, 2, 1}}) {
+        CAPTURE(k);
+        const MaxPool2dOp pool(k, stride, pad);
+        const Shape o = pool.compute_concrete_output_shape(std::array{ShapeView(s)}, {});
+        check_op(pool, {{s, a}}, o, maxpool_ref(a, s, k, stride, pad, o));
+    }
+    for (std::size_t f : {2u, 3u})
+        check_op(UpsampleNearest2dOp(static_cast<int>(f)), {{s, a}}, {2, 5, 7 * f, 9 * f}, upsample_ref(a, s, f));
+}
+
+namespace {
+
+const char* network = R"({
+  "inputs": [{"name": "x", "shape": ["B", 3, 20, 24]}],
+  "outputs": ["head", "pool"],
+  "nodes": [
+    {"name": "stem", "op": "conv2d_bn_silu", "inputs": ["x"], "attrs": {"c_out": 16, "kernel": 3, "stride": 2, "pad": 1, "bn_eps": 0.001}},
+    {"name": "a", "op": "conv2d_bn_silu", "inputs": ["stem"], "attrs": {"c_out": 16}},
+    {"name": "b", "op": "conv2d_bn_silu", "inputs": ["a"], "attrs": {"c_out": 16, "kernel": 3, "pad": 1}},
+    {"name": "dw", "op": "conv2d_bn_silu", "inputs": ["b"], "attrs": {"c_out": 16, "kernel": 3, "pad": 1, "groups": 16}},
+    {"name": "res", "op": "add", "inputs": ["dw", "stem"]},
+    {"name": "pool", "op": "maxpool2d", "inputs": ["res"], "attrs": {"kernel": 5, "stride": 1, "pad": 2}},
+    {"name": "down", "op": "maxpool2d", "inputs": ["pool"], "attrs": {"kernel": 2, "stride": 2}},
+    {"name": "up", "op": "upsample_nearest2d", "inputs": ["down"]},
+    {"name": "cat", "op": "concat", "inputs": ["up", "res", "pool"]},
+    {"name": "head", "op": "conv2d_bn_silu", "inputs": ["cat"], "attrs": {"c_out": 24}}
+  ]
+})";
+
+/// Random weights for every conv: raw BatchNorm tensors for some nodes (folded at load), folded
+/// scale/shift for the others; returns them by key and writes them to a safetensors file.
+struct Weights {
+    std::map<std::string, std::pair<Shape, std::vector<float>>> tensors;
+    std::map<std::string, std::pair<std::vector<float>, std::vector<float>>> folded;  // node → scale, shift
+};
+
+Weights make_weights(const ModelPlan& plan) {
+    Weights w;
+    for (const auto& node : plan.nodes()) {
+        if (node.params.empty()) continue;
+        const Shape& ws = node.params[0].shape;
+        const std::size_t fan_in = element_count(ws) / ws[0];
+        auto weight = random_values(element_count(ws), -1.7f / std::sqrt(float(fan_in)), 1.7f / std::sqrt(float(fan_in)));
+        w.tensors[node.name + ".weight"] = {ws, weight};
+        const std::size_t c = ws[0];
+        auto gamma = random_values(c, 0.5f, 2), beta = random_values(c), mean = random_values(c, -0.2f, 0.2f),
+             var = random_values(c, 0.5f, 2);
+        auto bn = fold_batch_norm(gamma, beta, mean, var, dynamic_cast<const Conv2dOp&>(*node.op).attrs().bn_eps);
+        w.folded[node.name] = {bn.scale, bn.shift};
+        if (node.name == "stem" || node.name == "dw") {  // raw BatchNorm, folded by load_weights
+            w.tensors[node.name + ".bn.weight"] = {{c}, gamma};
+            w.tensors[node.name + ".bn.bias"] = {{c}, beta};
+            w.tensors[node.name + ".bn.running_mean"] = {{c}, mean};
+            w.tensors[node.name + ".bn.running_var"] = {{c}, var};
+        } else {
+            w.tensors[node.name + ".bn_scale"] = {{c}, bn.scale};
+            w.tensors[node.name + ".bn_shift"] = {{c}, bn.shift};
+        }
+    }
+    return w;
+}
+
+/// The network in float64 on the CPU, node by node.
+std::map<std::string, std::vector<double>> reference(const ModelPlan& plan, const std::vector<float>& x,
+                                                     const Weights& w) {
+    std::map<std::string, std::vector<double>> v{{"x", {x.begin(), x.end()}}};
+    auto shape = [&](std::size_t i) { return plan.values()[i].shape; };
+    for (const auto& node : plan.nodes()) {
+        const auto& in0 = plan.values()[node.inputs[0]];
+        const Shape out = shape(node.output);
+        std::vector<double> y;
+        if (node.op_name == "conv2d_bn_silu") {
+            const auto* conv = dynamic_cast<const Conv2dOp*>(node.op.get());
+            Conv2dAttrs attrs = conv ? conv->attrs() : Conv2dAttrs{};
+            const Conv2dShape cs{int(in0.shape[0]), int(in0.shape[1]), int(in0.shape[2]), int(in0.shape[3]), int(out[1])};
+            const auto& [scale, shift] = w.folded.at(node.name);
+            y = conv2d_bn_silu_reference(to_float(v.at(in0.name)), w.tensors.at(node.name + ".weight").second, scale,
+                                         shift, attrs, cs);
+        } else if (node.op_name == "add") {
+            y = add_ref(to_float(v.at(in0.name)), to_float(v.at(plan.values()[node.inputs[1]].name)));
+        } else if (node.op_name == "maxpool2d") {
+            const auto k = node.name == "pool" ? std::tuple{5, 1, 2} : std::tuple{2, 2, 0};
+            y = maxpool_ref(to_float(v.at(in0.name)), in0.shape, std::get<0>(k), std::get<1>(k), std::get<2>(k), out);
+        } else if (node.op_name == "upsample_nearest2d") {
+            y = upsample_ref(to_float(v.at(in0.name)), in0.shape, 2);
+        } else {
+            std::vector<std::pair<Shape, std::vector<double>>> parts;
+            for (std::size_t i : node.inputs) parts.emplace_back(shape(i), v.at(plan.values()[i].name));
+            y = concat_ref(parts);
+        }
+        v[node.name] = std::move(y);
+    }
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("a network runs end to end: weights by dotted key, BatchNorm folded at load, graph replay") {
+    const auto device = Device::get(0);
+    Stream stream(device);
+    for (int batch : {1, 3}) {
+        CAPTURE(batch);
+        LoadedModel model = LoadedModel::load(network, device, batch);
+        const ModelPlan& plan = model.plan();
+        const Weights w = make_weights(plan);
+        test::TempDir dir;
+        std::vector<NamedTensor> named;
+        for (const auto& [key, t] : w.tensors) named.push_back({key, t.first, t.second});
+        write_safetensors(dir.path() / "w.safetensors", named);
+        const WeightsReport report = model.load_weights(dir.path() / "w.safetensors");
+        CHECK(report.folded == 2);
+        CHECK(report.extra.empty());
+
+        const Shape xs = plan.values()[plan.inputs()[0]].shape;
+        const auto x = random_values(element_count(xs));
+        DeviceBuffer dx(device, x.size() * sizeof(float));
+        dx.upload(std::span<const float>(x));
+        void* const inputs[] = {dx.as<void>()};
+        const auto ref = reference(plan, x, w);
+
+        auto check_outputs = [&](const std::vector<Tensor>& outputs) {
+            REQUIRE(outputs.size() == 2);
+            for (std::size_t i = 0; i < outputs.size(); ++i) {
+                const auto& name = plan.values()[plan.outputs()[i]].name;
+                CAPTURE(name);
+                const std::vector<float> y = model.read_output(i, stream);
+                REQUIRE(y.size() == ref.at(name).size());
+                const double err = relative_error(y, ref.at(name));
+                CAPTURE(err);
+                CHECK(err < 2e-3);
+                CHECK(std::none_of(y.begin(), y.end(), [](float v) { return std::isnan(v); }));
+            }
+        };
+        check_outputs(model.forward(inputs, stream));
+        stream.synchronize();
+        // Replay: poison the outputs first, so only the replay can write them again.
+        for (const auto& t : model.outputs()) {
+            const std::size_t n = element_count(Shape(t.shape.begin(), t.shape.end()));
+            DeviceBuffer nan(device, n * sizeof(float));
+            nan.fill(0xff);
+            copy_2d_async(stream, reinterpret_cast<std::uint64_t>(t.data), n * 4, nan.address(), n * 4, n * 4, 1);
+            stream.synchronize();
+        }
+        model.capture(inputs, stream);
+        model.replay(stream);
+        stream.synchronize();
+        check_outputs(model.outputs());
+        const auto times = model.node_times_ms(inputs, stream, 3);
+        CHECK(times.size() == plan.nodes().size());
+        CHECK(std::all_of(times.begin(), times.end(), [](double t) { return t > 0; }));
+    }
+}
+
+TEST_CASE("missing or mismatched weights are one error listing them all, nothing is loaded") {
+    const auto device = Device::get(0);
+    LoadedModel model = LoadedModel::load(network, device, 1);
+    std::map<std::string, SafeTensor> tensors;
+    const std::vector<float> wrong(16 * 16, 1.0f);
+    tensors["a.weight"] = {"F32", {16, 8}, std::as_bytes(std::span(wrong)).first(16 * 8 * 4)};
+    tensors["b.weight"] = {"F16", {16, 16, 3, 3}, std::as_bytes(std::span(wrong)).first(16 * 16 * 2)};
+    try {
+        (void)model.load_weights(tensors);
+        FAIL("expected an error");
+    } catch (const UsageError& e) {
+        const std::string what = e.what();
+        CHECK(what.find("missing: stem.weight, stem.bn_scale, stem.bn_shift") != std::string::npos);
+        CHECK(what.find("a.weight: the file has F32 [16, 8], the model needs F32 [16, 16, 1, 1]") != std::string::npos);
+        CHECK(what.find("b.weight: the file has F16") != std::string::npos);
+        CHECK(what.find("nothing was loaded") != std::string::npos);
+    }
+    std::vector<float> back(16 * 16, -1.0f);
+    model.parameter("a.weight").download(std::span<float>(back));
+    CHECK(std::all_of(back.begin(), back.end(), [](float v) { return v == 0.0f; }));  // still zero-initialised
+    CHECK_THROWS_WITH_AS((void)model.parameter("nope.weight"), doctest::Contains("no parameter 'nope.weight'"),
+                         UsageError);
+}
+
+namespace {
+
+/// A copy op whose output rows are padded by 3 elements (as a TMA kernel's would be), with a
+/// caller-supplied kernel body: the executor must hand its consumers tight rows.
+class PaddedCopy final : public RuntimeOp {
+public:
+    std::size_t n_activation_inputs() const override { return 1; }
+    std::size_t forward_output_row_stride(ShapeView s) const override { return s.back() + 3; }
+    void pack_args(const OpCall& call, ArgVisitor& v) const override {
+        const ShapeView s = call.output_shape;
+        v.visit_ptr(call.inputs[0].data);
+        v.visit_ptr(call.output);
+        v.visit_i32(static_cast<std::int32_t>(element_count(s) / s.back()));
+        v.visit_i32(static_cast<std::int32_t>(s.back()));
+        v.visit_i32(call.output_row_stride);
+    }
+    Dims block() const override { return {256, 1, 1}; }
+    Dims grid(ShapeView) const override { return {64, 1, 1}; }
+    const Kernel& kernel_for_launch(std::size_t) const override { return kernel_; }
+
+private:
+    Kernel kernel_{KernelSpec{"padded_copy",
+                              {},
+                              {{"x", {Scalar::f32, true}}, {"y", {Scalar::f32, true}}, {"rows", {Scalar::i32}},
+                               {"row", {Scalar::i32}}, {"stride", {Scalar::i32}}},
+                              256},
+                   "__device__ void padded_copy(const float* x, float* y, int rows, int row, int stride) {\n"
+                   "    for (long long i = blockIdx.x * 256ll + threadIdx.x; i < (long long)rows * stride;"
+                   " i += gridDim.x * 256ll) {\n"
+                   "        const long long r = i / stride, c = i % stride;\n"
+                   "        y[i] = c < row ? x[r * row + c] : -1e30f;  // padding holds junk\n"
+                   "    }\n"
+                   "}\n"};
+};
+
+}  // namespace
+
+TEST_CASE("an op with padded output rows: written padded, copied back tight before its consumer reads") {
+    // The body is supplied here (a kernel that does not ship): KJIT_KERNELS_DIR is not involved.
+    register_op("padded_copy", [](const NodeAttrs&, std::span<const ShapeView> in, const DeviceTraits&) {
+        return MadeOp{std::make_unique<PaddedCopy>(), Shape(in[0].begin(), in[0].end())};
+    });
+    const auto device = Device::get(0);
+    Stream stream(device);
+    const char* graph = R"({"inputs": [{"name": "x", "shape": ["B", 2, 5, 7]}], "outputs": ["sum"],
+        "nodes": [{"name": "pad", "op": "padded_copy", "inputs": ["x"]},
+                  {"name": "sum", "op": "add", "inputs": ["pad", "x"]}]})";
+    LoadedModel model = LoadedModel::load(graph, device, 2);
+    const auto x = random_values(2 * 2 * 5 * 7);
+    DeviceBuffer dx(device, x.size() * 4);
+    dx.upload(std::span<const float>(x));
+    void* const inputs[] = {dx.as<void>()};
+    const auto out = model.forward(inputs, stream);
+    const std::vector<float> y = model.read_output(0, stream);
+    REQUIRE(y.size() == x.size());
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) wrong += y[i] != 2 * x[i];
+    CHECK(wrong == 0);
+}

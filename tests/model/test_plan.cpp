@@ -1,0 +1,150 @@
+// Graph planning without a GPU: graph parsing, topological order, shape inference, parameter
+// keys and sizes, malformed graphs, custom ops (docs/MODEL.md).
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <kjit/conv.hpp>
+#include <kjit/elementwise.hpp>
+#include <kjit/model.hpp>
+
+#include "support.hpp"
+
+using namespace kjit;
+
+namespace {
+
+const DeviceTraits h200{132, 232448, true};
+
+/// A small network touching every op: a strided 3x3 stem, a 1x1 and a 3x3 conv, a residual add,
+/// a max pool, an upsample back and a two-way concat.
+const char* small_graph = R"({
+  "inputs": [{"name": "x", "shape": ["B", 3, 16, 16]}],
+  "outputs": ["head"],
+  "nodes": [
+    {"name": "head", "op": "conv2d_bn_silu", "inputs": ["cat"], "attrs": {"c_out": 8}},
+    {"name": "stem", "op": "conv2d_bn_silu", "inputs": ["x"],
+     "attrs": {"c_out": 16, "kernel": 3, "stride": 2, "pad": 1, "bn_eps": 0.001}},
+    {"name": "a", "op": "conv2d_bn_silu", "inputs": ["stem"], "attrs": {"c_out": 16}},
+    {"name": "b", "op": "conv2d_bn_silu", "inputs": ["a"], "attrs": {"c_out": 16, "kernel": [3, 3], "pad": [1, 1]}},
+    {"name": "res", "op": "add", "inputs": ["b", "stem"]},
+    {"name": "pool", "op": "maxpool2d", "inputs": ["res"], "attrs": {"kernel": 2, "stride": 2}},
+    {"name": "up", "op": "upsample_nearest2d", "inputs": ["pool"], "attrs": {"scale": 2}},
+    {"name": "cat", "op": "concat", "inputs": ["up", "res"]}
+  ]
+})";
+
+std::string error_of(std::string_view graph, int batch = 2) {
+    try {
+        (void)ModelPlan::from_json(graph, batch, h200);
+    } catch (const UsageError& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+/// A safetensors file built by hand: header JSON, then `data`.
+}  // namespace
+
+TEST_CASE("a graph is planned in topological order with concrete shapes for the batch") {
+    const ModelPlan plan = ModelPlan::from_json(small_graph, 2, h200);
+    std::vector<std::string> order;
+    for (const auto& n : plan.nodes()) order.push_back(n.name);
+    CHECK(order == std::vector<std::string>{"stem", "a", "b", "res", "pool", "up", "cat", "head"});
+    auto shape_of = [&](std::string_view name) {
+        for (const auto& v : plan.values())
+            if (v.name == name) return v.shape;
+        return Shape{};
+    };
+    CHECK(shape_of("x") == Shape{2, 3, 16, 16});
+    CHECK(shape_of("stem") == Shape{2, 16, 8, 8});
+    CHECK(shape_of("b") == Shape{2, 16, 8, 8});
+    CHECK(shape_of("pool") == Shape{2, 16, 4, 4});
+    CHECK(shape_of("up") == Shape{2, 16, 8, 8});
+    CHECK(shape_of("cat") == Shape{2, 32, 8, 8});
+    CHECK(shape_of("head") == Shape{2, 8, 8, 8});
+    CHECK(plan.values()[plan.outputs()[0]].name == "head");
+    CHECK(ModelPlan::from_json(small_graph, 5, h200).values()[0].shape == Shape{5, 3, 16, 16});  // the symbolic batch
+
+    // Which kernel each conv got, and concat's one launch per input.
+    CHECK(plan.nodes()[0].op->kernel_for_launch(0).name() == "conv2d_bn_silu_forward");       // 3x3 s2
+    CHECK(plan.nodes()[1].op->kernel_for_launch(0).name() == "conv2d_bn_silu_gemm_forward");  // 1x1
+    CHECK(plan.nodes()[6].op->n_launches() == 2);
+    // Conv nodes carry their BatchNorm ε and fold raw BatchNorm tensors; the others fold nothing.
+    auto conv_attrs = [&](std::size_t n) { return dynamic_cast<const Conv2dOp&>(*plan.nodes()[n].op).attrs(); };
+    CHECK(conv_attrs(0).bn_eps == doctest::Approx(0.001));
+    CHECK(conv_attrs(1).bn_eps == doctest::Approx(1e-5));
+    auto param_shapes = [&](std::size_t n) {
+        std::vector<Shape> shapes;
+        for (const auto& p : plan.nodes()[n].params) shapes.push_back(p.shape);
+        return shapes;
+    };
+    CHECK(plan.nodes()[0].op->param_fold(param_shapes(0)).has_value());
+    CHECK_FALSE(plan.nodes()[3].op->param_fold(param_shapes(3)).has_value());
+}
+TEST_CASE("parameters are keyed {node}.{slot} with the sizes the ops ask for") {
+    const ModelPlan plan = ModelPlan::from_json(small_graph, 1, h200);
+    std::vector<std::string> keys;
+    std::size_t floats = 0;
+    for (const auto& n : plan.nodes())
+        for (const auto& p : n.params) {
+            keys.push_back(fmt::format("{} [{}]", p.key, fmt::join(p.shape, ",")));
+            floats += std::accumulate(p.shape.begin(), p.shape.end(), std::size_t{1}, std::multiplies<>());
+        }
+    CHECK(keys == std::vector<std::string>{
+                      "stem.weight [16,3,3,3]", "stem.bn_scale [16]", "stem.bn_shift [16]",
+                      "a.weight [16,16,1,1]",   "a.bn_scale [16]",    "a.bn_shift [16]",
+                      "b.weight [16,16,3,3]",   "b.bn_scale [16]",    "b.bn_shift [16]",
+                      "head.weight [8,32,1,1]",  "head.bn_scale [8]",  "head.bn_shift [8]"});
+    CHECK(floats == 16 * 27 + 16 * 16 + 16 * 16 * 9 + 8 * 32 + 3 * 2 * 16 + 2 * 8);
+}
+TEST_CASE("malformed graphs are errors naming the node") {
+    CHECK(error_of("not json").find("not valid JSON") != std::string::npos);
+    CHECK(error_of(R"({"inputs": [{"name": "x", "shape": ["B", 3, 8, 8]}], "outputs": ["n"],
+                       "nodes": [{"name": "n", "op": "softmax", "inputs": ["x"]}]})")
+              .find("node 'n': unknown op 'softmax' (known: add, concat, conv2d_bn_silu") != std::string::npos);
+    CHECK(error_of(R"({"inputs": [{"name": "x", "shape": ["B", 3, 8, 8]}], "outputs": ["p"],
+                       "nodes": [{"name": "p", "op": "add", "inputs": ["q", "x"]},
+                                 {"name": "q", "op": "add", "inputs": ["p", "x"]}]})")
+              .find("cycle through the nodes p, q") != std::string::npos);
+    CHECK(error_of(R"({"inputs": [{"name": "x", "shape": ["B", 3, 8, 8]}], "outputs": ["n"],
+                       "nodes": [{"name": "n", "op": "add", "inputs": ["x", "ghost"]}]})")
+              .find("node 'n': input 'ghost' is neither a graph input nor a node") != std::string::npos);
+    CHECK(error_of(R"({"inputs": [{"name": "x", "shape": ["B", 3, 8, 8]}], "outputs": ["n"],
+                       "nodes": [{"name": "p", "op": "maxpool2d", "inputs": ["x"], "attrs": {"kernel": 2}},
+                                 {"name": "n", "op": "add", "inputs": ["x", "p"]}]})")
+              .find("node 'n' (add, inputs [2, 3, 8, 8] [2, 3, 4, 4]): add needs equal shapes") != std::string::npos);
+    CHECK(error_of(R"({"inputs": [{"name": "x", "shape": ["B", 3, 8, 8]}], "outputs": ["n"],
+                       "nodes": [{"name": "n", "op": "conv2d_bn_silu", "inputs": ["x"], "attrs": {"kernel": 3}}]})")
+              .find("node 'n': attribute 'c_out' is missing") != std::string::npos);
+    CHECK(error_of(R"({"inputs": [{"name": "x", "shape": ["B", 3, 8, 8]}], "outputs": ["n"],
+                       "nodes": [{"name": "n", "op": "conv2d_bn_silu", "inputs": ["x"], "attrs": {"c_out": 4, "groups": 2}}]})")
+              .find("node 'n' (conv2d_bn_silu") != std::string::npos);
+    CHECK(error_of(R"({"inputs": [{"name": "x", "shape": ["B", 3, 8, 8]}], "outputs": ["n"],
+                       "nodes": [{"name": "x", "op": "add", "inputs": ["x", "x"]}]})")
+              .find("node 'x': the name is used twice") != std::string::npos);
+    CHECK(error_of(R"({"inputs": [{"name": "x", "shape": ["B", 3, 8, 8]}], "outputs": ["nowhere"],
+                       "nodes": [{"name": "n", "op": "add", "inputs": ["x", "x"]}]})")
+              .find("graph output \"nowhere\"") != std::string::npos);
+    CHECK(error_of(R"({"inputs": [{"name": "x", "shape": ["B", -3, 8, 8]}], "outputs": ["x"], "nodes": []})")
+              .find("input 'x': shape entry -3") != std::string::npos);
+    CHECK(error_of(R"({"inputs": [{"name": "x", "shape": ["B", 3, 8, 8]}], "outputs": ["n"],
+                       "nodes": [{"name": "n", "op": "maxpool2d", "inputs": ["x"], "attrs": {"kernel": 1e99}}]})")
+              .find("node 'n': attribute 'kernel'") != std::string::npos);
+    CHECK(error_of(small_graph, 0).find("batch 0 must be positive") != std::string::npos);
+}
+TEST_CASE("custom ops join the graph through register_op") {
+    register_op("twice_add", [](const NodeAttrs&, std::span<const ShapeView> in, const DeviceTraits&) {
+        auto op = std::make_unique<AddOp>();
+        Shape out = op->compute_concrete_output_shape(in, {});
+        return MadeOp{std::move(op), std::move(out)};
+    });
+    const auto plan = ModelPlan::from_json(R"({"inputs": [{"name": "x", "shape": ["B", 4, 2, 2]}], "outputs": ["n"],
+        "nodes": [{"name": "n", "op": "twice_add", "inputs": ["x", "x"]}]})", 3, h200);
+    CHECK(plan.nodes()[0].op_name == "twice_add");
+    CHECK(plan.values()[plan.outputs()[0]].shape == Shape{3, 4, 2, 2});
+}

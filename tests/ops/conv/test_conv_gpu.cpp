@@ -1,0 +1,247 @@
+// Conv2d + BN + SiLU on the GPU: every configuration of both kernels on ragged shapes against
+// the float64 reference, with NaN-poisoned outputs, padded rows and a guard region.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "support.hpp"
+
+using namespace kjit;
+
+namespace {
+
+struct Case {
+    std::string name;
+    Conv2dAttrs attrs;
+    Conv2dShape shape;
+    int row_padding = 0;  // y_row_stride = OH·OW + row_padding
+};
+
+/// Fresh random layer: inputs, weights ~ 1/√fan_in, and BN with non-trivial statistics.
+struct Layer {
+    std::vector<float> x, w, scale, shift;
+    Layer(const Case& c, std::mt19937_64& rng) {
+        const auto& s = c.shape;
+        const int fan_in = s.c_in / c.attrs.groups * c.attrs.kernel_h * c.attrs.kernel_w;
+        std::uniform_real_distribution<float> unit(-1, 1), positive(0.5f, 2.0f);
+        x.resize(1ULL * s.batch * s.c_in * s.height * s.width);
+        for (auto& v : x) v = unit(rng);
+        w.resize(1ULL * s.c_out * fan_in);
+        for (auto& v : w) v = unit(rng) * 1.7f / std::sqrt(float(fan_in));
+        std::vector<float> gamma(s.c_out), beta(s.c_out), mean(s.c_out), var(s.c_out);
+        for (int i = 0; i < s.c_out; ++i) gamma[i] = positive(rng), beta[i] = unit(rng), mean[i] = 0.2f * unit(rng),
+                                        var[i] = positive(rng);
+        auto bn = fold_batch_norm(gamma, beta, mean, var, 1e-5f);
+        scale = std::move(bn.scale);
+        shift = std::move(bn.shift);
+    }
+};
+
+struct Outcome {
+    double error;
+    std::size_t unwritten, nonfinite, padding_touched, guard_touched;
+};
+
+/// Runs `op` (or, with `options`, its kernel compiled with those options) on the case and
+/// compares with the float64 reference.
+Outcome run(const RuntimeOp& op, const Case& c, std::mt19937_64& rng, const CompileOptions* options = nullptr) {
+    const auto device = Device::get(0);
+    Stream stream(device);
+    Runtime& runtime = Runtime::global();  // main() points it at a fresh cache directory
+    const Layer layer(c, rng);
+    const auto& s = c.shape;
+    const auto [oh, ow] = conv2d_output_size(c.attrs, s);
+    const std::size_t row = 1ULL * oh * ow, stride = row + c.row_padding, rows = 1ULL * s.batch * s.c_out;
+    constexpr std::size_t guard = 4096;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> y(rows * stride + guard, nan);
+
+    auto upload = [&](const std::vector<float>& v) {
+        DeviceBuffer b(device, v.size() * sizeof(float));
+        b.upload(std::span<const float>(v));
+        return b;
+    };
+    DeviceBuffer dx = upload(layer.x), dw = upload(layer.w), dscale = upload(layer.scale),
+                 dshift = upload(layer.shift), dy = upload(y);
+    const Shape x_shape{std::size_t(s.batch), std::size_t(s.c_in), std::size_t(s.height), std::size_t(s.width)};
+    const Shape y_shape{std::size_t(s.batch), std::size_t(s.c_out), std::size_t(oh), std::size_t(ow)};
+    const Tensor inputs[] = {{dx.as<float>(), x_shape}};
+    void* const params[] = {dw.as<float>(), dscale.as<float>(), dshift.as<float>()};
+    if (!options) {
+        op.forward(runtime, stream, {inputs, params, dy.as<float>(), y_shape, static_cast<int>(stride)});
+    } else {
+        const Kernel& k = op.kernel_for_launch(0);
+        const LoadedKernel& loaded = runtime.load(k, device, *options);
+        ArgPack pack(k.params(), k.id());
+        op.pack_args({inputs, params, dy.as<float>(), y_shape, static_cast<int>(stride)}, pack);
+        pack.check_complete();
+        const Dims g = op.grid(y_shape), b = op.block();
+        runtime.launch_packed(k, loaded, stream, {{g[0], g[1], g[2]}, {b[0], b[1], b[2]}, op.shared_bytes_for_launch(0)},
+                              pack.data());
+    }
+    stream.synchronize();
+    dy.download(std::span<float>(y));
+
+    const auto ref = conv2d_bn_silu_reference(layer.x, layer.w, layer.scale, layer.shift, c.attrs, s);
+    Outcome out{};
+    double num = 0, den = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+        for (std::size_t i = 0; i < row; ++i) {
+            const float v = y[r * stride + i];
+            if (std::isnan(v)) ++out.unwritten;
+            else if (!std::isfinite(v)) ++out.nonfinite;
+            const double d = double(v) - ref[r * row + i];
+            num += d * d;
+            den += ref[r * row + i] * ref[r * row + i];
+        }
+        for (std::size_t i = row; i < stride; ++i) out.padding_touched += !std::isnan(y[r * stride + i]);
+    }
+    for (std::size_t i = rows * stride; i < y.size(); ++i) out.guard_touched += !std::isnan(y[i]);
+    out.error = std::sqrt(num / den);
+    return out;
+}
+
+void check(const Outcome& o, double tolerance) {
+    CHECK(o.unwritten == 0);
+    CHECK(o.nonfinite == 0);
+    CHECK(o.padding_touched == 0);
+    CHECK(o.guard_touched == 0);
+    CHECK(o.error <= tolerance);
+}
+
+std::mt19937_64& rng() {
+    static std::mt19937_64 r{std::random_device{}()};
+    return r;
+}
+
+const std::vector<Case> gemm_cases = {
+    {"7x7, ragged K and N, B=2", {}, {2, 67, 7, 7, 45}},
+    {"tiny N = 3, M = 45", {}, {1, 33, 5, 9, 3}, 3},
+    {"M multiple of 4 (16-byte copies), B=3", {}, {3, 128, 8, 8, 70}},
+    {"N = 130, 13x11, padded rows", {}, {2, 20, 13, 11, 130}, 5},
+    {"K = 1, M = 1", {}, {4, 1, 1, 1, 17}},
+};
+
+}  // namespace
+
+TEST_CASE("GEMM kernel: every configuration on ragged shapes, TF32 path within 2e-3") {
+    for (const auto& t : test::configurations_to_test(GemmTiles::configurations())) {
+        const Conv2dBnSiluGemmForward op(t.block_m, t.block_n, t.block_k, t.group_m);
+        for (const auto& c : gemm_cases) {
+            CAPTURE(op.kernel().id());
+            CAPTURE(c.name);
+            const Outcome o = run(op, c, rng());
+            CAPTURE(o.error);
+            check(o, 2e-3);
+        }
+    }
+}
+
+TEST_CASE("split-K: clusters of 2, 3 and 8 blocks sum their partial tiles, empty K shares included") {
+    if (Device::get(0).arch().major() < 9) {
+        MESSAGE("split-K needs thread-block clusters (sm_90+): not on this device");
+        return;
+    }
+    const int smem = Device::get(0).max_shared_bytes_per_block();
+    for (const GemmTiles t : {GemmTiles{32, 16, 16, 8}, GemmTiles{64, 64, 32, 8}, GemmTiles{128, 128, 32, 8}})
+        for (int split : {2, 3, 8}) {
+            const Conv2dBnSiluGemmForward op(t.block_m, t.block_n, t.block_k, t.group_m, smem, split);
+            for (const auto& c : gemm_cases) {
+                CAPTURE(op.kernel().id());
+                CAPTURE(split);
+                CAPTURE(c.name);
+                const Outcome o = run(op, c, rng());
+                CAPTURE(o.error);
+                check(o, 2e-3);
+            }
+        }
+    const Conv2dAttrs k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+    const Case deep{"3x3, 200 channels, 5x6", k3, {2, 200, 5, 6, 40}};
+    for (int split : {2, 4, 8}) {
+        const Conv2dBnSiluForward op({64, 32, 32, 8}, k3, smem, split);
+        CAPTURE(split);
+        check(run(op, deep, rng()), 2e-3);
+    }
+}
+
+TEST_CASE("GEMM kernel: the FMA path is exact to 1e-5") {
+    CompileOptions fma{.arch = Device::get(0).arch()};
+    fma.defines.push_back({"KJIT_GEMM_FMA", "1"});
+    for (const GemmTiles t : {GemmTiles{32, 16, 16, 8}, GemmTiles{64, 64, 32, 8}, GemmTiles{128, 128, 32, 8}}) {
+        const Conv2dBnSiluGemmForward op(t.block_m, t.block_n, t.block_k, t.group_m);
+        for (const auto& c : gemm_cases) {
+            CAPTURE(op.kernel().id());
+            CAPTURE(c.name);
+            const Outcome o = run(op, c, rng(), &fma);
+            CAPTURE(o.error);
+            check(o, 1e-5);
+        }
+    }
+}
+
+namespace {
+const std::vector<Case> general_cases = {
+    {"3x3 s1 p1", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, {2, 19, 11, 13, 37}},
+    {"3x3 s2 p1", {.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
+     {1, 16, 15, 17, 24}, 2},
+    {"5x5 p2", {.kernel_h = 5, .kernel_w = 5, .pad_h = 2, .pad_w = 2}, {1, 8, 9, 10, 12}},
+    {"7x7 s2 p3 stem", {.kernel_h = 7, .kernel_w = 7, .stride_h = 2, .stride_w = 2, .pad_h = 3, .pad_w = 3},
+     {1, 3, 32, 30, 16}},
+    {"depthwise 3x3", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 32}, {2, 32, 12, 12, 32}},
+    {"grouped 3x3, 4 groups", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 4},
+     {1, 24, 10, 7, 36}, 1},
+    {"1x1 stride 2", {.stride_h = 2, .stride_w = 2}, {2, 20, 9, 9, 30}},
+    {"many input channels", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, {1, 150, 6, 70, 20}},
+};
+}  // namespace
+
+TEST_CASE("implicit-GEMM kernel: every configuration over 3x3, strided, 5x5, 7x7, depthwise and grouped layers") {
+    for (const auto& t : test::configurations_to_test(GemmTiles::configurations()))
+        for (const auto& c : general_cases) {
+            const Conv2dBnSiluForward op(t, c.attrs, Device::get(0).max_shared_bytes_per_block());
+            CAPTURE(op.kernel().id());
+            CAPTURE(c.name);
+            const Outcome o = run(op, c, rng());
+            CAPTURE(o.error);
+            check(o, 2e-3);
+        }
+}
+
+TEST_CASE("direct kernel: every configuration over the same layers, fp32 within 1e-5") {
+    for (const auto& t : test::configurations_to_test(Conv2dBnSiluDirectForward::configurations()))
+        for (const auto& c : general_cases) {
+            const Conv2dBnSiluDirectForward op(t.block_oc, t.block_ow, c.attrs, c.shape,
+                                               Device::get(0).max_shared_bytes_per_block());
+            CAPTURE(op.kernel().id());
+            CAPTURE(c.name);
+            const Outcome o = run(op, c, rng());
+            CAPTURE(o.error);
+            check(o, 1e-5);
+        }
+}
+
+TEST_CASE("dispatch runs real layer shapes end to end") {
+    const auto traits = DeviceTraits::of(Device::get(0));
+    const std::vector<Case> layers = {
+        {"ResNet 1x1 256->64 at 28x28, B=2", {}, {2, 256, 28, 28, 64}},
+        {"ResNet 1x1 2048->512 at 7x7", {}, {1, 2048, 7, 7, 512}},
+        {"ResNet 3x3 64->64 at 28x28", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, {2, 64, 28, 28, 64}},
+        {"YOLO stem 3x3 s2", {.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
+         {1, 3, 64, 64, 16}},
+        {"depthwise 3x3 128 at 28x28", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 128},
+         {2, 128, 28, 28, 128}},
+    };
+    for (const auto& c : layers) {
+        const auto op = dispatch_conv2d_bn_silu(c.attrs, c.shape, traits);
+        CAPTURE(c.name);
+        CAPTURE(op->kernel_for_launch(0).id());
+        const bool gemm = op->kernel_for_launch(0).name() != "conv2d_bn_silu_direct_forward";
+        const Outcome o = run(*op, c, rng());
+        CAPTURE(o.error);
+        check(o, gemm ? 2e-3 : 1e-5);
+    }
+}

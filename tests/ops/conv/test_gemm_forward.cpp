@@ -1,0 +1,205 @@
+// The tensor-core conv ops on the CPU: shapes, grid and argument order, tile rules, split-K, and
+// every configuration compiled for every arch.
+#include <doctest/doctest.h>
+
+#include <future>
+#include <thread>
+
+#include <kjit/conv.hpp>
+#include <kjit/registry.hpp>
+
+#include "ops/op_test_support.hpp"
+#include "support.hpp"
+
+using namespace kjit;
+using test::error_of;
+using test::fake;
+using test::Recorder;
+
+TEST_CASE("GEMM op: names, parameter shapes, row elems, grid and argument order over many shapes") {
+    const Conv2dBnSiluGemmForward op(64, 32, 16, 8);
+    CHECK(op.kernel().name() == "conv2d_bn_silu_gemm_forward");
+    CHECK(op.kernel().id() == "conv2d_bn_silu_gemm_forward__f32__64__32__16__8");
+    CHECK(op.tiles().block_m == 64);
+    CHECK(op.tiles().block_n == 32);
+    CHECK(op.tiles().block_k == 16);
+    CHECK(op.tiles().group_m == 8);
+    CHECK(op.n_activation_inputs() == 1);
+    CHECK(std::vector<std::string_view>(op.param_names().begin(), op.param_names().end()) ==
+          std::vector<std::string_view>{"weight", "bn_scale", "bn_shift"});
+    CHECK(op.block() == Dims{64, 1, 1});  // 2 warps of 32 columns
+    CHECK(op.kernel().entry_point_source().find("__launch_bounds__(64)") != std::string::npos);
+    CHECK_FALSE(op.has_backward());
+    CHECK(op.n_launches() == 1);
+    CHECK(op.shared_bytes_for_launch(0) == (GemmTiles{64, 32, 16, 8}.shared_bytes()));
+
+    for (std::size_t b : {1, 3, 32})
+        for (std::size_t k : {1, 3, 64, 2048})
+            for (std::size_t n : {1, 3, 64, 1000})
+                for (std::size_t hw : {1, 7, 56}) {
+                    CAPTURE(b);
+                    CAPTURE(k);
+                    CAPTURE(n);
+                    CAPTURE(hw);
+                    const Shape x{b, k, hw, hw}, y{b, n, hw, hw};
+                    const ShapeView inputs[] = {x};
+                    const auto shapes = op.param_shapes(inputs, y);
+                    CHECK(shapes == std::vector<Shape>{{n, k, 1, 1}, {n}, {n}});
+                    CHECK(op.forward_output_row_elems(y) == hw * hw);
+                    CHECK(op.forward_output_row_stride(y) == hw * hw);
+                    CHECK(op.compute_concrete_output_shape(inputs, y) == y);
+                    CHECK(op.grid(y) == Dims{static_cast<unsigned>((b * hw * hw + 63) / 64 * ((n + 31) / 32)), 1, 1});
+                    CHECK(op.grid_for_launch(0, inputs, y) == op.grid(y));
+
+                    Recorder r;
+                    const Tensor in[] = {{fake(0x100), x}};
+                    void* const params[] = {fake(0x200), fake(0x300), fake(0x400)};
+                    const int stride = static_cast<int>(hw * hw + 4);
+                    op.pack_args({in, params, fake(0x500), y, stride}, r);
+                    REQUIRE(r.args.size() == 10);
+                    CHECK(r.p(0) == fake(0x100));
+                    CHECK(r.p(1) == fake(0x200));
+                    CHECK(r.p(2) == fake(0x300));
+                    CHECK(r.p(3) == fake(0x400));
+                    CHECK(r.p(4) == fake(0x500));
+                    CHECK(r.i(5) == static_cast<std::int64_t>(b));
+                    CHECK(r.i(6) == static_cast<std::int64_t>(k));
+                    CHECK(r.i(7) == static_cast<std::int64_t>(n));
+                    CHECK(r.i(8) == static_cast<std::int64_t>(hw * hw));
+                    CHECK(r.i(9) == stride);
+                    ArgPack pack(op.kernel().params(), op.kernel().id());  // the kernel's own signature accepts them
+                    op.pack_args({in, params, fake(0x500), y, stride}, pack);
+                    pack.check_complete();
+                }
+}
+TEST_CASE("GEMM op: bad tensors are refused with the reason") {
+    const Conv2dBnSiluGemmForward op(32, 16, 16, 8);
+    const Shape x{2, 8, 4, 4}, y{2, 16, 4, 4};
+    const Tensor in[] = {{fake(0x100), x}};
+    void* const params[] = {fake(0x200), fake(0x300), fake(0x400)};
+    void* const null_param[] = {fake(0x200), nullptr, fake(0x400)};
+    Recorder r;
+    CHECK(error_of([&] { op.pack_args({in, null_param, fake(0x500), y, 16}, r); }).find("bn_scale is a null pointer") !=
+          std::string::npos);
+    CHECK(error_of([&] { op.pack_args({in, params, fake(0x500), y, 15}, r); }).find("below the row length") !=
+          std::string::npos);
+    const Shape wrong_size{2, 16, 5, 4};
+    CHECK(error_of([&] { op.pack_args({in, params, fake(0x500), wrong_size, 20}, r); }).find("keeps batch and size") !=
+          std::string::npos);
+    const Shape huge_x{70000, 8, 256, 256}, huge_y{70000, 16, 256, 256};
+    const Tensor huge_in[] = {{fake(0x100), huge_x}};
+    CHECK(error_of([&] { op.pack_args({huge_in, params, fake(0x500), huge_y, 65536}, r); }).find("32-bit") !=
+          std::string::npos);
+}
+TEST_CASE("split-K: clusters of split_k blocks per tile, shared memory for the partial tile") {
+    const Conv2dBnSiluGemmForward plain(64, 32, 16, 8);
+    const Conv2dBnSiluGemmForward split(64, 32, 16, 8, default_max_shared_bytes, 4);
+    CHECK(split.kernel().id() == plain.kernel().id());  // the same kernel: split-K is how it is launched
+    CHECK(plain.cluster_for_launch(0) == Dims{1, 1, 1});
+    CHECK(split.cluster_for_launch(0) == Dims{4, 1, 1});
+    const Shape y{1, 512, 7, 7};
+    CHECK(split.grid(y)[0] == 4 * plain.grid(y)[0]);
+    CHECK(plain.shared_bytes_for_launch(0) == GemmTiles{64, 32, 16, 8}.shared_bytes());
+    CHECK(split.shared_bytes_for_launch(0) >= 64u * 32 * 4);
+    CHECK(GemmTiles{128, 128, 16, 8}.shared_bytes(2) == 128u * 128 * 4);  // the partial tile is the larger
+    CHECK(error_of([] { Conv2dBnSiluGemmForward(64, 32, 16, 8, default_max_shared_bytes, 0); }).find("split_k = 0") !=
+          std::string::npos);
+    CHECK(error_of([] { Conv2dBnSiluGemmForward(64, 32, 16, 8, default_max_shared_bytes, 9); }).find("between 1 and 8") !=
+          std::string::npos);
+    const Conv2dBnSiluForward implicit_split({64, 32, 16, 8}, {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1},
+                                             default_max_shared_bytes, 2);
+    CHECK(implicit_split.cluster_for_launch(0) == Dims{2, 1, 1});
+    CHECK(implicit_split.grid(y) == Dims{2 * 1 * 16, 1, 1});  // 49 columns: 1 tile; 512/32 rows: 16 tiles
+}
+TEST_CASE("GEMM constants are validated at construction, naming the rule") {
+    CHECK(error_of([] { Conv2dBnSiluGemmForward(0, 32, 32, 8); }).find("must be positive") != std::string::npos);
+    CHECK(error_of([] { Conv2dBnSiluGemmForward(64, -16, 32, 8); }).find("must be positive") != std::string::npos);
+    CHECK(error_of([] { Conv2dBnSiluGemmForward(64, 64, 32, 0); }).find("must be positive") != std::string::npos);
+    CHECK(error_of([] { Conv2dBnSiluGemmForward(48, 64, 32, 8); }).find("BLOCK_M = 48 must be 32, 64 or 128") !=
+          std::string::npos);
+    CHECK(error_of([] { Conv2dBnSiluGemmForward(64, 24, 32, 8); }).find("multiple of 16") != std::string::npos);
+    CHECK(error_of([] { Conv2dBnSiluGemmForward(64, 80, 32, 8); }).find("multiple of 32 from 64 on") !=
+          std::string::npos);
+    CHECK(error_of([] { Conv2dBnSiluGemmForward(64, 64, 12, 8); }).find("multiple of 8 (the MMA's k)") !=
+          std::string::npos);
+    CHECK(error_of([] { Conv2dBnSiluGemmForward(128, 256, 64, 8); }).find("shared memory") != std::string::npos);
+    CHECK(error_of([] { Conv2dBnSiluGemmForward(128, 128, 32, 8, 48 * 1024); }).find("the target allows 49152") !=
+          std::string::npos);
+    CHECK(error_of([] { Conv2dBnSiluGemmForward(128, 128, 32, 1); }) == "no error");
+}
+TEST_CASE("implicit-GEMM op: shapes, output size, grid over groups and argument order") {
+    const Conv2dAttrs a{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1, .groups = 2};
+    const Conv2dBnSiluForward op({64, 32, 16, 8}, a);
+    CHECK(op.kernel().id() == "conv2d_bn_silu_forward__f32__64__32__16__8");
+    CHECK(op.block() == Dims{64, 1, 1});
+    CHECK(op.kernel().entry_point_source().find("__launch_bounds__(64)") != std::string::npos);
+    const Shape x{3, 16, 15, 17};
+    const ShapeView inputs[] = {x};
+    const Shape y = op.compute_concrete_output_shape(inputs, Shape{3, 40, 0, 0});
+    CHECK(y == Shape{3, 40, 8, 9});
+    CHECK(op.param_shapes(inputs, y) == std::vector<Shape>{{40, 8, 3, 3}, {40}, {40}});
+    CHECK(op.forward_output_row_elems(y) == 72);
+    // Columns: 3·8·9 = 216 → 4 tiles of 64; rows per group: 20 → 1 tile of 32; 2 groups.
+    CHECK(op.grid(y) == Dims{4, 2, 1});
+    CHECK(op.grid_for_launch(0, inputs, y) == op.grid(y));
+    Recorder r;
+    const Tensor in[] = {{fake(0x100), x}};
+    void* const params[] = {fake(0x200), fake(0x300), fake(0x400)};
+    op.pack_args({in, params, fake(0x500), y, 72}, r);
+    REQUIRE(r.args.size() == 18);
+    const std::int64_t expected[] = {3, 16, 15, 17, 40, 8, 9, 3, 3, 2, 1, 2, 72};
+    for (std::size_t k = 0; k < 13; ++k) CHECK(r.i(5 + k) == expected[k]);
+    ArgPack pack(op.kernel().params(), op.kernel().id());
+    op.pack_args({in, params, fake(0x500), y, 72}, pack);
+    pack.check_complete();
+    const Shape wrong{3, 40, 7, 9};
+    CHECK(error_of([&] { op.pack_args({in, params, fake(0x500), wrong, 72}, r); }).find("does not match") !=
+          std::string::npos);
+    CHECK(error_of([&] { Conv2dBnSiluForward({48, 32, 16, 8}, a); }).find("BLOCK_M = 48") != std::string::npos);
+}
+TEST_CASE("every configuration of the conv kernels compiles for sm_80, sm_87 and sm_90") {
+    std::vector<Kernel> kernels;
+    for (const auto& family : shipped_kernels())
+        if (family.name.starts_with("conv2d_bn_silu"))
+            for (auto& k : family.configurations()) kernels.push_back(std::move(k));
+    REQUIRE(kernels.size() ==
+            2 * GemmTiles::configurations().size() + Conv2dBnSiluDirectForward::configurations().size());
+    struct Job {
+        const Kernel* kernel;
+        const char* arch;
+    };
+    std::vector<Job> jobs;
+    for (const auto& k : kernels)
+        for (const char* arch : {"sm_80", "sm_87", "sm_90"}) jobs.push_back({&k, arch});
+    // A few compiles at a time: NVRTC runs in parallel, the machine has few cores.
+    const std::size_t width = std::max(2u, std::thread::hardware_concurrency());
+    for (std::size_t first = 0; first < jobs.size(); first += width) {
+        std::vector<std::future<Compiled>> running;
+        for (std::size_t i = first; i < std::min(jobs.size(), first + width); ++i)
+            running.push_back(std::async(std::launch::async, [&job = jobs[i]] {
+                return compile(*job.kernel, test::options_for(job.arch));
+            }));
+        for (std::size_t i = first; i < std::min(jobs.size(), first + width); ++i) {
+            const Compiled c = running[i - first].get();
+            const Kernel& k = *jobs[i].kernel;
+            CAPTURE(k.id());
+            CAPTURE(std::string(jobs[i].arch));
+            CHECK(c.ptx.find(".entry " + k.entry_point_name()) != std::string::npos);
+            CHECK(c.resources.spill_store_bytes == 0);
+            if (k.name() != "conv2d_bn_silu_direct_forward")
+                CHECK(c.ptx.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != std::string::npos);
+        }
+    }
+}
+TEST_CASE("the GEMM kernel's FMA path: on archs without TF32 MMA, and when asked for") {
+    const Kernel k = Conv2dBnSiluGemmForward(64, 64, 32, 8).kernel();
+    const Compiled turing = compile(k, test::options_for("sm_75"));
+    CHECK(turing.ptx.find("mma.sync") == std::string::npos);
+    CHECK(turing.ptx.find("cp.async") == std::string::npos);
+    CHECK(turing.ptx.find("fma.rn.f32") != std::string::npos);
+    CompileOptions fma = test::options_for("sm_90");
+    fma.defines.push_back({"KJIT_GEMM_FMA", "1"});
+    const Compiled forced = compile(k, fma);
+    CHECK(forced.ptx.find("mma.sync") == std::string::npos);
+    CHECK(forced.ptx.find("cp.async") != std::string::npos);  // still pipelined
+}
