@@ -25,16 +25,16 @@ struct Layer {
 
 // ResNet-50's 1x1 convolutions (bottleneck reduce/expand) and its 3x3 ones.
 const Layer pointwise[] = {
-    {"1x1 256->64 @56", {}, 256, 64, 56},    {"1x1 64->256 @56", {}, 64, 256, 56},
-    {"1x1 512->128 @28", {}, 512, 128, 28},  {"1x1 128->512 @28", {}, 128, 512, 28},
+    {"1x1 256->64 @56", {}, 256, 64, 56},     {"1x1 64->256 @56", {}, 64, 256, 56},
+    {"1x1 512->128 @28", {}, 512, 128, 28},   {"1x1 128->512 @28", {}, 128, 512, 28},
     {"1x1 1024->256 @14", {}, 1024, 256, 14}, {"1x1 256->1024 @14", {}, 256, 1024, 14},
-    {"1x1 2048->512 @7", {}, 2048, 512, 7},  {"1x1 512->2048 @7", {}, 512, 2048, 7},
+    {"1x1 2048->512 @7", {}, 2048, 512, 7},   {"1x1 512->2048 @7", {}, 512, 2048, 7},
 };
 constexpr Conv2dAttrs k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
 constexpr Conv2dAttrs k3s2{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1};
 const Layer three_by_three[] = {
-    {"3x3 64->64 @56", k3, 64, 64, 56},       {"3x3 128->128 @28", k3, 128, 128, 28},
-    {"3x3 256->256 @14", k3, 256, 256, 14},   {"3x3 512->512 @7", k3, 512, 512, 7},
+    {"3x3 64->64 @56", k3, 64, 64, 56},          {"3x3 128->128 @28", k3, 128, 128, 28},
+    {"3x3 256->256 @14", k3, 256, 256, 14},      {"3x3 512->512 @7", k3, 512, 512, 7},
     {"3x3 s2 128->128 @56", k3s2, 128, 128, 56}, {"3x3 s2 256->256 @28", k3s2, 256, 256, 28},
     {"3x3 s2 512->512 @14", k3s2, 512, 512, 14},
 };
@@ -115,7 +115,8 @@ int main(int argc, char** argv) try {
     const int iterations = quick ? 20 : 100;
     std::printf("{\"context\": {\"device\": \"%s\", \"arch\": \"%s\", \"nvrtc\": \"%s\"}}\n", device.name().c_str(),
                 device.arch().name().c_str(), nvrtc_version().c_str());
-    for (const std::span<const Layer> group : {std::span<const Layer>(pointwise), std::span<const Layer>(three_by_three)}) {
+    for (const std::span<const Layer> group :
+         {std::span<const Layer>(pointwise), std::span<const Layer>(three_by_three)}) {
         for (const Layer& l : group)
             for (int batch : {1, 32}) {
                 if (std::string(l.name).find(only_layer) == std::string::npos) continue;
@@ -134,11 +135,12 @@ int main(int argc, char** argv) try {
                 const auto chosen = dispatch_conv2d_bn_silu(l.attrs, s, traits);
                 const double chosen_us = time_op(*chosen, stream, b, l.attrs, s, iterations);
                 const int oh = conv2d_output_size(l.attrs, s).first;
-                std::printf("{\"layer\": \"%s\", \"batch\": %d, \"c_in\": %d, \"c_out\": %d, \"hw\": %d, \"out_hw\": %d, "
-                            "\"kernel\": %d, \"stride\": %d, \"best_us\": %.3f, \"best\": \"%s\", \"dispatch_us\": %.3f, "
-                            "\"dispatch\": \"%s\"}\n",
-                            l.name, batch, l.c_in, l.c_out, l.hw, oh, l.attrs.kernel_h, l.attrs.stride_h, best,
-                            best_id.c_str(), chosen_us, conv2d_bn_silu_config(*chosen).c_str());
+                std::printf(
+                    "{\"layer\": \"%s\", \"batch\": %d, \"c_in\": %d, \"c_out\": %d, \"hw\": %d, \"out_hw\": %d, "
+                    "\"kernel\": %d, \"stride\": %d, \"best_us\": %.3f, \"best\": \"%s\", \"dispatch_us\": %.3f, "
+                    "\"dispatch\": \"%s\"}\n",
+                    l.name, batch, l.c_in, l.c_out, l.hw, oh, l.attrs.kernel_h, l.attrs.stride_h, best, best_id.c_str(),
+                    chosen_us, conv2d_bn_silu_config(*chosen).c_str());
                 std::fflush(stdout);
             }
     }

@@ -44,7 +44,8 @@ double percentile(std::vector<double> v, double p) {
 class Axpby final : public TypedKernel<param<"x", float*>, param<"y", float*>, param<"alpha", float>,
                                        param<"beta", float>, param<"n", std::int64_t>> {
 public:
-    Axpby() : TypedKernel("axpby", {{"T", Scalar::f32}, {"BLOCK", std::int64_t{256}}, {"ITEMS", std::int64_t{4}}}, 256) {}
+    Axpby()
+        : TypedKernel("axpby", {{"T", Scalar::f32}, {"BLOCK", std::int64_t{256}}, {"ITEMS", std::int64_t{4}}}, 256) {}
 };
 
 constexpr std::int64_t axpby_n = 1 << 16;
@@ -254,8 +255,8 @@ LaunchKernelFn raw_launch_kernel() {
 }
 
 void raw_launch(LaunchKernelFn fn, CUfunc_st* f, const LaunchConfig& c, const Stream& s, void** args) {
-    if (int rc = fn(f, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z, c.shared_bytes, s.handle(),
-                    args, nullptr))
+    if (int rc = fn(f, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z, c.shared_bytes, s.handle(), args,
+                    nullptr))
         throw Error(fmt::format("cuLaunchKernel returned {}", rc));
 }
 
@@ -315,9 +316,13 @@ int hot(int launches) {
         const auto& raw_ns = std::find_if(methods.begin(), methods.end(), [&](const Method& o) {
                                  return o.kernel == std::string_view(method.kernel);
                              })->ns;
-        fmt::print("{}\n", json{{"bench", "hot"}, {"kernel", method.kernel}, {"path", method.path},
-                                {"launches", method.ns.size()}, {"median_ns", median(method.ns)},
-                                {"p90_ns", percentile(method.ns, 0.9)}, {"raw_median_ns", median(raw_ns)}}
+        fmt::print("{}\n", json{{"bench", "hot"},
+                                {"kernel", method.kernel},
+                                {"path", method.path},
+                                {"launches", method.ns.size()},
+                                {"median_ns", median(method.ns)},
+                                {"p90_ns", percentile(method.ns, 0.9)},
+                                {"raw_median_ns", median(raw_ns)}}
                                .dump());
     }
     return 0;
@@ -359,7 +364,7 @@ int host() {
         const auto kernel = make();
         r["memo_key_ns"] = ns_per_call([&] { (void)kernel->key(options); }, 200, 1000);
 
-        {   // populate, then hit SQLite from an open connection, and as a new Runtime's first lookup
+        {  // populate, then hit SQLite from an open connection, and as a new Runtime's first lookup
             Runtime warmer(dir);
             (void)warmer.compile(*kernel, options);
         }
@@ -401,12 +406,16 @@ int write_sources(const fs::path& dir) {
     std::ofstream(dir / "conv.cu") << conv.kernel().source();
     const Dims g = conv.grid(conv_y_shape), b = conv.block();
     std::ofstream(dir / "launch.json") << json{
-        {"axpby", {{"entry", axpby.entry_point_name()}, {"grid", axpby_config().grid.x}, {"block", 256},
-                   {"n", axpby_n}}},
-        {"conv", {{"entry", conv.kernel().entry_point_name()}, {"grid", g[0]}, {"block", b[0]},
-                  {"shared_bytes", conv.shared_bytes_for_launch(0)}, {"c_in", conv_shape.c_in},
-                  {"c_out", conv_shape.c_out}, {"hw", conv_shape.height}}}}
-                                              .dump(2);
+        {"axpby",
+         {{"entry", axpby.entry_point_name()}, {"grid", axpby_config().grid.x}, {"block", 256}, {"n", axpby_n}}},
+        {"conv",
+         {{"entry", conv.kernel().entry_point_name()},
+          {"grid", g[0]},
+          {"block", b[0]},
+          {"shared_bytes", conv.shared_bytes_for_launch(0)},
+          {"c_in", conv_shape.c_in},
+          {"c_out", conv_shape.c_out},
+          {"hw", conv_shape.height}}}}.dump(2);
     return 0;
 }
 

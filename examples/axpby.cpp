@@ -9,8 +9,11 @@ int main() try {
     const kjit::Kernel axpby(kjit::KernelSpec{
         .name = "axpby",  // kernels_src/axpby.cu
         .constants = {{"T", Scalar::f32}, {"BLOCK", std::int64_t{256}}, {"ITEMS", std::int64_t{4}}},
-        .params = {{"x", {Scalar::f32, true}}, {"y", {Scalar::f32, true}}, {"alpha", {Scalar::f32}},
-                   {"beta", {Scalar::f32}}, {"n", {Scalar::i64}}},
+        .params = {{"x", {Scalar::f32, true}},
+                   {"y", {Scalar::f32, true}},
+                   {"alpha", {Scalar::f32}},
+                   {"beta", {Scalar::f32}},
+                   {"n", {Scalar::i64}}},
         .max_threads_per_block = 256,
     });
 

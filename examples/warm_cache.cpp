@@ -33,8 +33,8 @@ int main(int argc, char** argv) try {
         for (auto& k : family.configurations()) kernels.push_back(std::move(k));
 
     auto& runtime = kjit::Runtime::global();
-    fmt::print("kjit: cache {}\nkjit: compiling {} kernels for {} ({}) with NVRTC {}\n\n", runtime.cache().path().string(),
-               kernels.size(), options.arch.name(), where, kjit::nvrtc_version());
+    fmt::print("kjit: cache {}\nkjit: compiling {} kernels for {} ({}) with NVRTC {}\n\n",
+               runtime.cache().path().string(), kernels.size(), options.arch.name(), where, kjit::nvrtc_version());
 
     // Compile in parallel, one NVRTC run per core: they are independent.
     std::vector<std::optional<kjit::CompileResult>> results(kernels.size());
@@ -63,7 +63,7 @@ int main(int argc, char** argv) try {
         }
         const auto& r = *results[i];
         const auto when = r.origin == kjit::Origin::compiled ? fmt::format("{:.1f} ms", r.entry->compiled.compile_ms)
-                                                              : std::string("hit");
+                                                             : std::string("hit");
         fmt::print("{:<{}}  {:<7}  {:>10}  {:>9}\n", kernels[i].id(), width, r.entry->arch, when,
                    r.entry->compiled.resources.registers);
     }

@@ -25,9 +25,8 @@ __device__ __forceinline__ int input_columns(int block_ow, const Conv& c) { retu
 /// Stages `slots` input channels (rows oh·stride−pad … +KH, zero-padded) and their weights.
 /// Slot s holds group g0 + s / step_channels, channel c0 + s % step_channels of that group.
 template <int BLOCK_OC, int BLOCK_OW, int THREADS>
-__device__ __forceinline__ void stage(float* in_s, float* w_s, const float* x, const float* w, const Conv& c,
-                                      int b, int oh, int ow0, int oc0, int g0, int groups_here, int c0,
-                                      int step_channels)
+__device__ __forceinline__ void stage(float* in_s, float* w_s, const float* x, const float* w, const Conv& c, int b,
+                                      int oh, int ow0, int oc0, int g0, int groups_here, int c0, int step_channels)
 {
     const int cols = input_columns(BLOCK_OW, c);
     const int slots = groups_here * step_channels;
@@ -83,9 +82,10 @@ __device__ __forceinline__ void accumulate(float (&acc)[OC_PER_THREAD][OW_PER_TH
 
 template <int BLOCK_OC, int BLOCK_OW>
 __device__ __forceinline__ void conv2d_bn_silu_direct_forward(const float* x, const float* w, const float* bn_scale,
-                                                       const float* bn_shift, float* y, int B, int C_IN, int H, int W,
-                                                       int C_OUT, int OH, int OW, int KH, int KW, int stride, int pad,
-                                                       int groups, int y_row_stride, int step_channels)
+                                                              const float* bn_shift, float* y, int B, int C_IN, int H,
+                                                              int W, int C_OUT, int OH, int OW, int KH, int KW,
+                                                              int stride, int pad, int groups, int y_row_stride,
+                                                              int step_channels)
 {
     using namespace direct;
     constexpr int TX = BLOCK_OW / OW_PER_THREAD;

@@ -20,8 +20,8 @@ struct Divisor {
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K>
 struct Columns {
     using T = gemm::Tiles<BLOCK_M, BLOCK_N, BLOCK_K>;
-    const float* x;            // first input channel of this group in image 0
-    long long P;               // columns: B·OH·OW
+    const float* x;  // first input channel of this group in image 0
+    long long P;     // columns: B·OH·OW
     int M, K, H, W, OW, stride, pad;
     long long x_image_stride;  // C_IN·H·W
     long long y_image_stride;  // C_OUT·y_row_stride
@@ -62,7 +62,8 @@ struct Columns {
             const unsigned ci = taps.div(k), tap = k - ci * taps.d;
             const unsigned kh = kw_count.div(tap), kw = tap - kh * kw_count.d;
             const int ih = ih0 + static_cast<int>(kh), iw = iw0 + static_cast<int>(kw);
-            const bool ok = valid && k < static_cast<unsigned>(K) && static_cast<unsigned>(ih) < static_cast<unsigned>(H) &&
+            const bool ok = valid && k < static_cast<unsigned>(K) &&
+                            static_cast<unsigned>(ih) < static_cast<unsigned>(H) &&
                             static_cast<unsigned>(iw) < static_cast<unsigned>(W);
             const float* src = ok ? x_image + ((long long)ci * H + ih) * W + iw : x;
             kjit::copy_async<4>(tile + (r * T::X_STRIDE + c) * 4, src, ok);
@@ -87,12 +88,22 @@ __device__ __forceinline__ void conv2d_bn_silu_forward(const float* x, const flo
     const long long col0 = (long long)tile.m * BLOCK_M;
     const float* w_group = w + (long long)g * cout_pg * K;
     const gemm::Weights<BLOCK_M, BLOCK_N, BLOCK_K> weights{w_group, K, cout_pg, tile.n * BLOCK_N,
-                                                          K % 4 == 0 && gemm::aligned_16(w_group)};
-    implicit_gemm::Columns<BLOCK_M, BLOCK_N, BLOCK_K> columns{
-        x + (long long)g * cin_pg * H * W, P, M, K, H, W, OW, stride, pad, (long long)C_IN * H * W,
-        (long long)C_OUT * y_row_stride, implicit_gemm::Divisor(KH * KW), implicit_gemm::Divisor(KW)};
+                                                           K % 4 == 0 && gemm::aligned_16(w_group)};
+    implicit_gemm::Columns<BLOCK_M, BLOCK_N, BLOCK_K> columns{x + (long long)g * cin_pg * H * W,
+                                                              P,
+                                                              M,
+                                                              K,
+                                                              H,
+                                                              W,
+                                                              OW,
+                                                              stride,
+                                                              pad,
+                                                              (long long)C_IN * H * W,
+                                                              (long long)C_OUT * y_row_stride,
+                                                              implicit_gemm::Divisor(KH * KW),
+                                                              implicit_gemm::Divisor(KW)};
     columns.own(col0 + threadIdx.x % BLOCK_M);
     const long long first_row = (long long)g * cout_pg;
-    gemm::gemm_bn_silu(weights, columns, col0, bn_scale + first_row, bn_shift + first_row,
-                       y + first_row * y_row_stride, y_row_stride);
+    gemm::gemm_bn_silu(weights, columns, col0, bn_scale + first_row, bn_shift + first_row, y + first_row * y_row_stride,
+                       y_row_stride);
 }

@@ -32,12 +32,14 @@ struct Columns {
         if (vector) {
             constexpr int CHUNKS = BLOCK_M / 4;
             const int c = tid % CHUNKS * 4, r0 = tid / CHUNKS;
-            gemm::copy_rows<T::THREADS, 16, BLOCK_K, CHUNKS, T::X_STRIDE>(
-                tile + (r0 * T::X_STRIDE + c) * 4, x + mine.x_offset + (long long)(k0 + r0) * M, M, r0, K - k0, mine.valid);
+            gemm::copy_rows<T::THREADS, 16, BLOCK_K, CHUNKS, T::X_STRIDE>(tile + (r0 * T::X_STRIDE + c) * 4,
+                                                                          x + mine.x_offset + (long long)(k0 + r0) * M,
+                                                                          M, r0, K - k0, mine.valid);
         } else {
             const int c = tid % BLOCK_M, r0 = tid / BLOCK_M;
-            gemm::copy_rows<T::THREADS, 4, BLOCK_K, BLOCK_M, T::X_STRIDE>(
-                tile + (r0 * T::X_STRIDE + c) * 4, x + mine.x_offset + (long long)(k0 + r0) * M, M, r0, K - k0, mine.valid);
+            gemm::copy_rows<T::THREADS, 4, BLOCK_K, BLOCK_M, T::X_STRIDE>(tile + (r0 * T::X_STRIDE + c) * 4,
+                                                                          x + mine.x_offset + (long long)(k0 + r0) * M,
+                                                                          M, r0, K - k0, mine.valid);
         }
     }
 };
@@ -46,17 +48,17 @@ struct Columns {
 
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int GROUP_M>
 __device__ __forceinline__ void conv2d_bn_silu_gemm_forward(const float* x, const float* w, const float* bn_scale,
-                                                            const float* bn_shift, float* y, int B, int C_IN,
-                                                            int C_OUT, int M, int y_row_stride)
+                                                            const float* bn_shift, float* y, int B, int C_IN, int C_OUT,
+                                                            int M, int y_row_stride)
 {
     const long long P = (long long)B * M;
     const kjit::TileCoord tile = kjit::grouped_tile(gemm::tile_index(), (int)kjit::ceil_div<long long>(P, BLOCK_M),
                                                     kjit::ceil_div(C_OUT, BLOCK_N), GROUP_M);
     const long long col0 = (long long)tile.m * BLOCK_M;
     const gemm::Weights<BLOCK_M, BLOCK_N, BLOCK_K> weights{w, C_IN, C_OUT, tile.n * BLOCK_N,
-                                                          C_IN % 4 == 0 && gemm::aligned_16(w)};
-    pointwise::Columns<BLOCK_M, BLOCK_N, BLOCK_K> columns{x, P, M, C_IN, (long long)C_OUT * y_row_stride,
-                                                          M % 4 == 0 && gemm::aligned_16(x), {}};
+                                                           C_IN % 4 == 0 && gemm::aligned_16(w)};
+    pointwise::Columns<BLOCK_M, BLOCK_N, BLOCK_K> columns{
+        x, P, M, C_IN, (long long)C_OUT * y_row_stride, M % 4 == 0 && gemm::aligned_16(x), {}};
     const int mine = columns.vector ? threadIdx.x % (BLOCK_M / 4) * 4 : threadIdx.x % BLOCK_M;
     columns.mine = columns.column(col0 + mine);
     gemm::gemm_bn_silu(weights, columns, col0, bn_scale, bn_shift, y, y_row_stride);

@@ -28,15 +28,17 @@ int main(int argc, char** argv) try {
     if (command == "warm" && argc >= 4) {
         kjit::Runtime runtime(argv[2]);
         for (int i = 3; i < argc; ++i)
-            (void)runtime.compile(kjit::test::axpby(kjit::Scalar::f32, std::atoll(argv[i])), kjit::test::options_for("sm_90"));
+            (void)runtime.compile(kjit::test::axpby(kjit::Scalar::f32, std::atoll(argv[i])),
+                                  kjit::test::options_for("sm_90"));
         std::printf("%llu\n", static_cast<unsigned long long>(runtime.stats().compiles));
         return runtime.cache().persistent() ? 0 : 1;
     }
     if (command == "flip" && argc == 3) {
         sqlite3* db = nullptr;
         if (sqlite3_open(argv[2], &db) != SQLITE_OK) return 1;
-        const char* sql = "UPDATE kernels SET cubin = substr(cubin, 1, 99) || CAST(X'A5' AS BLOB) || substr(cubin, 101) "
-                          "WHERE key = (SELECT min(key) FROM kernels)";
+        const char* sql =
+            "UPDATE kernels SET cubin = substr(cubin, 1, 99) || CAST(X'A5' AS BLOB) || substr(cubin, 101) "
+            "WHERE key = (SELECT min(key) FROM kernels)";
         const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
         const int changed = sqlite3_changes(db);
         sqlite3_close(db);
@@ -50,8 +52,8 @@ int main(int argc, char** argv) try {
         }
         std::atomic<int> warnings{0};
         kjit::set_log_sink([&](kjit::LogLevel level, std::string_view message) {
-            if (level == kjit::LogLevel::warning) ++warnings, std::fprintf(stderr, "warning: %.*s\n",
-                                                                           static_cast<int>(message.size()), message.data());
+            if (level == kjit::LogLevel::warning)
+                ++warnings, std::fprintf(stderr, "warning: %.*s\n", static_cast<int>(message.size()), message.data());
         });
         kjit::Runtime runtime(argv[2]);
         const int n = std::atoi(argv[4]);
@@ -75,7 +77,8 @@ int main(int argc, char** argv) try {
         std::fflush(stdout);
         return failures ? 1 : 0;
     }
-    std::fprintf(stderr, "usage: kjit_test_helper key | warm DIR ITEMS... | flip FILE | warm-list DIR THREADS N [FSIZE]\n");
+    std::fprintf(stderr,
+                 "usage: kjit_test_helper key | warm DIR ITEMS... | flip FILE | warm-list DIR THREADS N [FSIZE]\n");
     return 2;
 } catch (const std::exception& e) {
     std::fprintf(stderr, "kjit_test_helper: %s\n", e.what());

@@ -70,7 +70,8 @@ inline Kernel scale_kernel(const std::string& body_extra = "", int factor = 2) {
                              "    const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
                              "    if (i < n) out[i] = in[i] * FACTOR;\n"
                              "}\n";
-    return Kernel(KernelSpec{"scale", {{"FACTOR", std::int64_t{factor}}},
+    return Kernel(KernelSpec{"scale",
+                             {{"FACTOR", std::int64_t{factor}}},
                              {{"in", {Scalar::f32, true}}, {"out", {Scalar::f32, true}}, {"n", {Scalar::i32}}}},
                   body);
 }

@@ -12,8 +12,7 @@ public:
     /// Accepts "sm_90", "sm_90a", "compute_90", "90", "9.0". Throws UsageError naming the
     /// archs this NVRTC supports when the text is malformed or the arch unknown.
     static Arch parse(std::string_view text);
-    constexpr Arch(int major, int minor, char suffix = '\0') noexcept
-        : major_(major), minor_(minor), suffix_(suffix) {}
+    constexpr Arch(int major, int minor, char suffix = '\0') noexcept : major_(major), minor_(minor), suffix_(suffix) {}
 
     [[nodiscard]] constexpr int major() const noexcept { return major_; }
     [[nodiscard]] constexpr int minor() const noexcept { return minor_; }

@@ -12,7 +12,9 @@
 #include <kjit/kernel.hpp>
 
 namespace kjit {
-namespace detail { struct CacheAccess; }
+namespace detail {
+struct CacheAccess;
+}  // namespace detail
 
 /// Bumped whenever the table layout or the meaning of a stored entry changes.
 inline constexpr int cache_schema_version = 1;
@@ -73,10 +75,10 @@ public:
     /// claims it (a row naming host, pid and an expiry). Others see `held` and wait for the
     /// entry; a claim whose owner died (same host) or expired is taken over.
     enum class Claim {
-        owned,    ///< this process claimed the key: compile, then store() (which releases it)
-        held,     ///< another live process is compiling it: wait, then find() again
-        present,  ///< the entry is there now: find() it
-        unshared, ///< no shared database (memory mode or read-only): compile without a claim
+        owned,     ///< this process claimed the key: compile, then store() (which releases it)
+        held,      ///< another live process is compiling it: wait, then find() again
+        present,   ///< the entry is there now: find() it
+        unshared,  ///< no shared database (memory mode or read-only): compile without a claim
     };
     [[nodiscard]] Claim claim(const CacheKey& key, std::chrono::seconds ttl);
     /// Gives up this process's claim (a compile that failed), so another may try.

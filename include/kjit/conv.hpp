@@ -123,10 +123,10 @@ private:
 /// K = C_IN, M = OH·OW; the batch is folded into the columns.
 class Conv2dBnSiluGemmForward final : public GemmConvOp {
 public:
-    using KernelType = TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>,
-                                   param<"bn_shift", float*>, param<"y", float*>, param<"B", std::int32_t>,
-                                   param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>,
-                                   param<"M", std::int32_t>, param<"y_row_stride", std::int32_t>>;
+    using KernelType =
+        TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>, param<"bn_shift", float*>,
+                    param<"y", float*>, param<"B", std::int32_t>, param<"C_IN", std::int32_t>,
+                    param<"C_OUT", std::int32_t>, param<"M", std::int32_t>, param<"y_row_stride", std::int32_t>>;
 
     /// Throws UsageError for invalid tiles (GemmTiles::validate).
     Conv2dBnSiluGemmForward(int block_m, int block_n, int block_k, int group_m,
@@ -137,13 +137,13 @@ public:
 
 /// The arguments of the general conv kernels, in order; `Extra` ones follow.
 template <class... Extra>
-using GeneralConvKernel = TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>,
-                                      param<"bn_shift", float*>, param<"y", float*>, param<"B", std::int32_t>,
-                                      param<"C_IN", std::int32_t>, param<"H", std::int32_t>, param<"W", std::int32_t>,
-                                      param<"C_OUT", std::int32_t>, param<"OH", std::int32_t>,
-                                      param<"OW", std::int32_t>, param<"KH", std::int32_t>, param<"KW", std::int32_t>,
-                                      param<"stride", std::int32_t>, param<"pad", std::int32_t>,
-                                      param<"groups", std::int32_t>, param<"y_row_stride", std::int32_t>, Extra...>;
+using GeneralConvKernel =
+    TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>, param<"bn_shift", float*>,
+                param<"y", float*>, param<"B", std::int32_t>, param<"C_IN", std::int32_t>, param<"H", std::int32_t>,
+                param<"W", std::int32_t>, param<"C_OUT", std::int32_t>, param<"OH", std::int32_t>,
+                param<"OW", std::int32_t>, param<"KH", std::int32_t>, param<"KW", std::int32_t>,
+                param<"stride", std::int32_t>, param<"pad", std::int32_t>, param<"groups", std::int32_t>,
+                param<"y_row_stride", std::int32_t>, Extra...>;
 
 /// Conv2d (any kernel size, stride, padding, groups; dilation 1) + BN + SiLU as an implicit GEMM
 /// on tensor cores, one GEMM per group (kernels_src/conv2d_bn_silu_forward.cu): N = C_OUT/groups,

@@ -98,9 +98,13 @@ public:
     void upload(std::span<const std::byte> host, std::size_t offset = 0);
     void download(std::span<std::byte> host, std::size_t offset = 0) const;
     template <class T>
-    void upload(std::span<const T> host, std::size_t offset = 0) { upload(std::as_bytes(host), offset); }
+    void upload(std::span<const T> host, std::size_t offset = 0) {
+        upload(std::as_bytes(host), offset);
+    }
     template <class T>
-    void download(std::span<T> host, std::size_t offset = 0) const { download(std::as_writable_bytes(host), offset); }
+    void download(std::span<T> host, std::size_t offset = 0) const {
+        download(std::as_writable_bytes(host), offset);
+    }
     /// Sets every byte to `value` (synchronous).
     void fill(std::uint8_t value);
 

@@ -34,7 +34,8 @@ private:
 /// y = a + b, same shapes (kernels_src/add.cu).
 class AddOp final : public ElementwiseOp {
 public:
-    using KernelType = TypedKernel<param<"a", float*>, param<"b", float*>, param<"y", float*>, param<"n", std::int64_t>>;
+    using KernelType =
+        TypedKernel<param<"a", float*>, param<"b", float*>, param<"y", float*>, param<"n", std::int64_t>>;
     AddOp();
     [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
                                                       ShapeView resolved) const override;
@@ -45,9 +46,9 @@ public:
 /// one launch per input, each copying it to its channel offset.
 class ConcatChannelsOp final : public ElementwiseOp {
 public:
-    using KernelType = TypedKernel<param<"src", float*>, param<"dst", float*>, param<"B", std::int32_t>,
-                                   param<"C_SRC", std::int32_t>, param<"C_DST", std::int32_t>,
-                                   param<"C_OFFSET", std::int32_t>, param<"HW", std::int64_t>>;
+    using KernelType =
+        TypedKernel<param<"src", float*>, param<"dst", float*>, param<"B", std::int32_t>, param<"C_SRC", std::int32_t>,
+                    param<"C_DST", std::int32_t>, param<"C_OFFSET", std::int32_t>, param<"HW", std::int64_t>>;
     explicit ConcatChannelsOp(std::size_t n_inputs);
     [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
                                                       ShapeView resolved) const override;

@@ -15,7 +15,9 @@ struct CompileOptions;
 struct LaunchConfig;
 class Stream;
 class Arg;
-namespace detail { struct KernelState; }
+namespace detail {
+struct KernelState;
+}  // namespace detail
 
 /// Element and scalar types a kernel parameter or type constant may have.
 enum class Scalar : std::uint8_t { boolean, u8, i32, i64, u32, u64, f16, bf16, f32, f64 };
@@ -34,38 +36,77 @@ struct ParamType {
 [[nodiscard]] std::string to_string(ParamType t);  // "f32*", "i32"
 
 namespace detail {
-template <class T> struct scalar_of;
-template <> struct scalar_of<bool> { static constexpr Scalar value = Scalar::boolean; };
-template <> struct scalar_of<std::uint8_t> { static constexpr Scalar value = Scalar::u8; };
-template <> struct scalar_of<std::int32_t> { static constexpr Scalar value = Scalar::i32; };
-template <> struct scalar_of<std::int64_t> { static constexpr Scalar value = Scalar::i64; };
-template <> struct scalar_of<std::uint32_t> { static constexpr Scalar value = Scalar::u32; };
-template <> struct scalar_of<std::uint64_t> { static constexpr Scalar value = Scalar::u64; };
-template <> struct scalar_of<float> { static constexpr Scalar value = Scalar::f32; };
-template <> struct scalar_of<double> { static constexpr Scalar value = Scalar::f64; };
+template <class T>
+struct scalar_of;
+template <>
+struct scalar_of<bool> {
+    static constexpr Scalar value = Scalar::boolean;
+};
+template <>
+struct scalar_of<std::uint8_t> {
+    static constexpr Scalar value = Scalar::u8;
+};
+template <>
+struct scalar_of<std::int32_t> {
+    static constexpr Scalar value = Scalar::i32;
+};
+template <>
+struct scalar_of<std::int64_t> {
+    static constexpr Scalar value = Scalar::i64;
+};
+template <>
+struct scalar_of<std::uint32_t> {
+    static constexpr Scalar value = Scalar::u32;
+};
+template <>
+struct scalar_of<std::uint64_t> {
+    static constexpr Scalar value = Scalar::u64;
+};
+template <>
+struct scalar_of<float> {
+    static constexpr Scalar value = Scalar::f32;
+};
+template <>
+struct scalar_of<double> {
+    static constexpr Scalar value = Scalar::f64;
+};
 }  // namespace detail
 
 /// Host-side storage types for f16 / bf16 device pointers (kjit never does arithmetic on them).
-struct f16 { std::uint16_t bits; };
-struct bf16 { std::uint16_t bits; };
+struct f16 {
+    std::uint16_t bits;
+};
+struct bf16 {
+    std::uint16_t bits;
+};
 namespace detail {
-template <> struct scalar_of<kjit::f16> { static constexpr Scalar value = Scalar::f16; };
-template <> struct scalar_of<kjit::bf16> { static constexpr Scalar value = Scalar::bf16; };
+template <>
+struct scalar_of<kjit::f16> {
+    static constexpr Scalar value = Scalar::f16;
+};
+template <>
+struct scalar_of<kjit::bf16> {
+    static constexpr Scalar value = Scalar::bf16;
+};
 
-template <class T> struct param_type_of {
+template <class T>
+struct param_type_of {
     static constexpr ParamType value{scalar_of<T>::value, false};
 };
-template <class T> struct param_type_of<T*> {
+template <class T>
+struct param_type_of<T*> {
     static constexpr ParamType value{scalar_of<std::remove_const_t<T>>::value, true};
 };
 }  // namespace detail
 
 /// C++ types that map to a kernel parameter type.
 template <class T>
-concept kernel_scalar = requires { detail::scalar_of<T>::value; };
+concept kernel_scalar = requires {
+    detail::scalar_of<T>::value;
+};
 template <class T>
-concept kernel_argument =
-    kernel_scalar<T> || (std::is_pointer_v<T> && kernel_scalar<std::remove_cv_t<std::remove_pointer_t<T>>>);
+concept kernel_argument = kernel_scalar<T> ||
+    (std::is_pointer_v<T>&& kernel_scalar<std::remove_cv_t<std::remove_pointer_t<T>>>);
 
 /// The ParamType of a C++ argument type: `float*` → f32*, `std::int32_t` → i32.
 template <kernel_argument T>

@@ -94,8 +94,8 @@ private:
 
 /// What load_weights did.
 struct WeightsReport {
-    std::size_t loaded = 0;  ///< parameter slots filled (from the file or folded)
-    std::size_t folded = 0;  ///< nodes whose slots were folded from other tensors (RuntimeOp::param_fold)
+    std::size_t loaded = 0;          ///< parameter slots filled (from the file or folded)
+    std::size_t folded = 0;          ///< nodes whose slots were folded from other tensors (RuntimeOp::param_fold)
     std::vector<std::string> extra;  ///< keys in the file no slot took (warned)
 };
 

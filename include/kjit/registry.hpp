@@ -1,10 +1,10 @@
 // kjit/registry.hpp — the kernels that ship with kjit and their valid configurations.
 #pragma once
 #include <functional>
-#include <string>
-#include <utility>
 #include <span>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <kjit/kernel.hpp>

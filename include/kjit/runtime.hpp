@@ -35,7 +35,8 @@ struct CompileResult {
 
 /// An entry point loaded on a device.
 struct LoadedKernel {
-    LoadedKernel(Module loaded_module, CUfunc_st* entry_function, std::shared_ptr<const CacheEntry> cache_entry) noexcept
+    LoadedKernel(Module loaded_module, CUfunc_st* entry_function,
+                 std::shared_ptr<const CacheEntry> cache_entry) noexcept
         : module(std::move(loaded_module)), function(entry_function), entry(std::move(cache_entry)) {}
 
     Module module;
@@ -77,11 +78,9 @@ public:
     [[nodiscard]] const LoadedKernel& load(const Kernel& kernel, const Device& device, const CompileOptions& options);
 
     /// Checked launch (argument count and types against the kernel's signature).
-    void launch(const Kernel& kernel, const Stream& stream, const LaunchConfig& config,
-                std::span<const Arg> args);
+    void launch(const Kernel& kernel, const Stream& stream, const LaunchConfig& config, std::span<const Arg> args);
     /// Launch with pre-packed arguments; `args` must match the kernel's signature.
-    void launch_packed(const Kernel& kernel, const Stream& stream, const LaunchConfig& config,
-                       void** args);
+    void launch_packed(const Kernel& kernel, const Stream& stream, const LaunchConfig& config, void** args);
     /// Launch of an entry point loaded with load(kernel, device, options), e.g. with defines.
     void launch_packed(const Kernel& kernel, const LoadedKernel& loaded, const Stream& stream,
                        const LaunchConfig& config, void** args);

@@ -121,8 +121,7 @@ public:
     /// Defaults: the forward's block and grid.
     [[nodiscard]] virtual Dims backward_block() const;
     [[nodiscard]] virtual Dims backward_grid(std::span<const ShapeView> input_shapes, ShapeView output_shape) const;
-    virtual void pack_backward_args_for_launch(std::size_t launch, const BackwardCall& call,
-                                               ArgVisitor& visitor) const;
+    virtual void pack_backward_args_for_launch(std::size_t launch, const BackwardCall& call, ArgVisitor& visitor) const;
     [[nodiscard]] virtual Dims backward_grid_for_launch(std::size_t launch, std::span<const ShapeView> input_shapes,
                                                         ShapeView output_shape) const;
     /// The kernel backward launch `launch` runs. Default: kernel_for_launch(launch).

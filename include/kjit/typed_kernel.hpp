@@ -61,20 +61,22 @@ public:
     }
 
     template <class... Given>
-        requires(sizeof...(Given) == sizeof...(Params) &&
-                 (detail::arg_matches<typename Params::type, Given> && ...))
-    void launch(const Stream& stream, const LaunchConfig& config, Given... args) const {
+    requires(sizeof...(Given) == sizeof...(Params) &&
+             (detail::arg_matches<typename Params::type, Given> &&
+              ...)) void launch(const Stream& stream, const LaunchConfig& config, Given... args) const {
         std::tuple<typename Params::type...> values{detail::as_declared<typename Params::type>(args)...};
-        std::apply([&](auto&... v) {
-            void* packed[] = {static_cast<void*>(&v)...};
-            launch_packed(stream, config, packed);
-        }, values);
+        std::apply(
+            [&](auto&... v) {
+                void* packed[] = {static_cast<void*>(&v)...};
+                launch_packed(stream, config, packed);
+            },
+            values);
     }
 
     template <class... Given>
-        requires(sizeof...(Given) == sizeof...(Params) &&
-                 (detail::arg_matches<typename Params::type, Given> && ...))
-    void launch(const Stream& stream, Dim3 grid, Dim3 block, Given... args) const {
+    requires(sizeof...(Given) == sizeof...(Params) &&
+             (detail::arg_matches<typename Params::type, Given> && ...)) void launch(const Stream& stream, Dim3 grid,
+                                                                                     Dim3 block, Given... args) const {
         launch(stream, LaunchConfig{grid, block, 0}, args...);
     }
 

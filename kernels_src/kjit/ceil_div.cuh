@@ -3,5 +3,8 @@
 
 namespace kjit {
 template <class T>
-constexpr T ceil_div(T a, T b) { return (a + b - 1) / b; }
+constexpr T ceil_div(T a, T b)
+{
+    return (a + b - 1) / b;
+}
 }  // namespace kjit

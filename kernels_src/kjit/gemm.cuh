@@ -44,7 +44,10 @@ struct Column {
     bool valid;
 };
 
-__device__ __forceinline__ bool aligned_16(const void* p) { return (reinterpret_cast<unsigned long long>(p) & 15) == 0; }
+__device__ __forceinline__ bool aligned_16(const void* p)
+{
+    return (reinterpret_cast<unsigned long long>(p) & 15) == 0;
+}
 
 /// Copies ROWS rows, STEP = THREADS/CHUNKS apart from row r0, of one shared tile (rows STRIDE
 /// floats apart): a short unrolled run of cp.async, rows at or past rows_left zero-filled.
@@ -77,12 +80,14 @@ struct Weights {
         if (vector) {
             constexpr int CHUNKS = BLOCK_K / 4;
             const int c = tid % CHUNKS * 4, r0 = tid / CHUNKS;
-            copy_rows<T::THREADS, 16, BLOCK_N, CHUNKS, T::W_STRIDE>(
-                tile + (r0 * T::W_STRIDE + c) * 4, w + (long long)(row0 + r0) * K + k0 + c, K, r0, N - row0, k0 + c < K);
+            copy_rows<T::THREADS, 16, BLOCK_N, CHUNKS, T::W_STRIDE>(tile + (r0 * T::W_STRIDE + c) * 4,
+                                                                    w + (long long)(row0 + r0) * K + k0 + c, K, r0,
+                                                                    N - row0, k0 + c < K);
         } else {
             const int c = tid % BLOCK_K, r0 = tid / BLOCK_K;
-            copy_rows<T::THREADS, 4, BLOCK_N, BLOCK_K, T::W_STRIDE>(
-                tile + (r0 * T::W_STRIDE + c) * 4, w + (long long)(row0 + r0) * K + k0 + c, K, r0, N - row0, k0 + c < K);
+            copy_rows<T::THREADS, 4, BLOCK_N, BLOCK_K, T::W_STRIDE>(tile + (r0 * T::W_STRIDE + c) * 4,
+                                                                    w + (long long)(row0 + r0) * K + k0 + c, K, r0,
+                                                                    N - row0, k0 + c < K);
         }
     }
 };
@@ -129,7 +134,8 @@ __device__ __forceinline__ void multiply_tile(float (&acc)[Tiles<BLOCK_M, BLOCK_
                     const int c = warp_col + j * 8 + 2 * q + e % 2;
 #pragma unroll
                     for (int t = 0; t < 8; ++t)
-                        acc[i][j][e] = fmaf(w_tile[r * T::W_STRIDE + kk + t], x_tile[(kk + t) * T::X_STRIDE + c], acc[i][j][e]);
+                        acc[i][j][e] = fmaf(w_tile[r * T::W_STRIDE + kk + t], x_tile[(kk + t) * T::X_STRIDE + c],
+                                            acc[i][j][e]);
                 }
 #endif
     }
@@ -147,7 +153,7 @@ __device__ __forceinline__ void gemm_bn_silu(const Weights<BLOCK_M, BLOCK_N, BLO
 {
     using T = Tiles<BLOCK_M, BLOCK_N, BLOCK_K>;
     extern __shared__ __align__(16) float shared[];
-    float* w_tiles = shared;                       // [STAGES][W_STAGE]
+    float* w_tiles = shared;                        // [STAGES][W_STAGE]
     float* x_tiles = shared + STAGES * T::W_STAGE;  // [STAGES][X_STAGE]
     const unsigned w_stages = kjit::shared_address(w_tiles), x_stages = kjit::shared_address(x_tiles);
 
@@ -195,7 +201,8 @@ __device__ __forceinline__ void gemm_bn_silu(const Weights<BLOCK_M, BLOCK_N, BLO
 #pragma unroll
             for (int j = 0; j < T::FRAGS_M; ++j)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) partial[((i * T::FRAGS_M + j) * 4 + e) * T::THREADS + threadIdx.x] = acc[i][j][e];
+                for (int e = 0; e < 4; ++e)
+                    partial[((i * T::FRAGS_M + j) * 4 + e) * T::THREADS + threadIdx.x] = acc[i][j][e];
         kjit::cluster_sync();
         if (rank == 0) {
             const unsigned mine = kjit::shared_address(partial + threadIdx.x);
@@ -232,7 +239,8 @@ __device__ __forceinline__ void gemm_bn_silu(const Weights<BLOCK_M, BLOCK_N, BLO
             for (int j = 0; j < T::FRAGS_M; ++j)
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
-                    if (cols[j][h].valid) y_row[cols[j][h].y_offset] = kjit::bn_silu(acc[i][j][half * 2 + h], scale, shift);
+                    if (cols[j][h].valid)
+                        y_row[cols[j][h].y_offset] = kjit::bn_silu(acc[i][j][half * 2 + h], scale, shift);
         }
 }
 

@@ -24,7 +24,8 @@ struct GemmGeometry {
     constexpr int x_stage() const { return block_k * x_stride(); }
     /// Dynamic shared memory: the pipeline's stages, or with split-K the whole partial tile
     /// parked for the cluster's reduction when that is larger.
-    constexpr int shared_floats(int split_k) const {
+    constexpr int shared_floats(int split_k) const
+    {
         const int pipeline = stages * (w_stage() + x_stage());
         const int partial = split_k > 1 ? block_m * block_n : 0;
         return pipeline > partial ? pipeline : partial;

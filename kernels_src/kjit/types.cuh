@@ -3,6 +3,10 @@
 #pragma once
 
 namespace kjit {
-struct alignas(2) f16 { unsigned short bits; };
-struct alignas(2) bf16 { unsigned short bits; };
+struct alignas(2) f16 {
+    unsigned short bits;
+};
+struct alignas(2) bf16 {
+    unsigned short bits;
+};
 }  // namespace kjit

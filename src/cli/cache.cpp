@@ -24,7 +24,7 @@ std::uint64_t parse_size(const std::string& text) {
     std::uint64_t value = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     const std::string unit(end, text.data() + text.size());
-    const std::map<std::string, std::uint64_t> units{{"", 1},           {"B", 1},           {"k", 1ULL << 10},
+    const std::map<std::string, std::uint64_t> units{{"", 1},           {"B", 1},          {"k", 1ULL << 10},
                                                      {"K", 1ULL << 10}, {"M", 1ULL << 20}, {"G", 1ULL << 30}};
     const auto scale = units.find(unit);
     if (ec != std::errc{} || end == text.data() || scale == units.end())
@@ -60,8 +60,12 @@ int stats(const CacheOptions& o) {
             for (const auto& [k, t] : m) j[k] = {{"entries", t.entries}, {"bytes", t.bytes}, {"hits", t.hits}};
             return j;
         };
-        const nlohmann::json j{{"path", cache.path().string()}, {"entries", all.entries}, {"bytes", all.bytes},
-                               {"hits", all.hits}, {"by_arch", group(by_arch)}, {"by_kernel", group(by_kernel)},
+        const nlohmann::json j{{"path", cache.path().string()},
+                               {"entries", all.entries},
+                               {"bytes", all.bytes},
+                               {"hits", all.hits},
+                               {"by_arch", group(by_arch)},
+                               {"by_kernel", group(by_kernel)},
                                {"tuned", tuned_configs(cache).size()}};
         fmt::print("{}\n", j.dump(2));
         return ok;
@@ -79,8 +83,13 @@ int ls(const CacheOptions& o) {
     if (o.common.json) {
         nlohmann::json j = nlohmann::json::array();
         for (const auto& e : entries)
-            j.push_back({{"key", e.key.hex()}, {"id", e.readable_id}, {"arch", e.arch}, {"bytes", blob_bytes(e)},
-                         {"compile_ms", e.compiled.compile_ms}, {"last_used", e.last_used_at}, {"hits", e.hit_count}});
+            j.push_back({{"key", e.key.hex()},
+                         {"id", e.readable_id},
+                         {"arch", e.arch},
+                         {"bytes", blob_bytes(e)},
+                         {"compile_ms", e.compiled.compile_ms},
+                         {"last_used", e.last_used_at},
+                         {"hits", e.hit_count}});
         fmt::print("{}\n", j.dump(2));
         return ok;
     }
@@ -122,11 +131,14 @@ void add_cache(CLI::App& app, int& exit_code) {
         fmt::print("removed {} entries\n", runtime(opts.common).cache().clear());
         return static_cast<int>(ok);
     });
-    sub("prune", "Remove least recently used entries down to a size", false, [](const CacheOptions& opts) {
-        const std::size_t removed = runtime(opts.common).cache().prune(parse_size(opts.max_size));
-        fmt::print("removed {} entries\n", removed);
-        return static_cast<int>(ok);
-    })->add_option("--max-size", o.max_size, "Size to prune down to, e.g. 500M")->required();
+    sub("prune", "Remove least recently used entries down to a size", false,
+        [](const CacheOptions& opts) {
+            const std::size_t removed = runtime(opts.common).cache().prune(parse_size(opts.max_size));
+            fmt::print("removed {} entries\n", removed);
+            return static_cast<int>(ok);
+        })
+        ->add_option("--max-size", o.max_size, "Size to prune down to, e.g. 500M")
+        ->required();
     auto* ex = sub("export", "Write the entries (of one arch) into a new cache file to ship", false,
                    [](const CacheOptions& opts) {
                        const std::size_t n = runtime(opts.common).cache().export_to(opts.file, opts.arch);

@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <kjit/kjit.hpp>
 #include <nlohmann/json.hpp>
 

@@ -9,8 +9,9 @@
 namespace kjit::cli {
 
 void add_common_options(CLI::App& sub, Common& common, bool json) {
-    sub.add_option("--cache-dir", common.cache_dir, "Cache directory (default: $KJIT_CACHE_DIR, the repository's "
-                                                    "cache/, $XDG_CACHE_HOME/kjit or ~/.cache/kjit)");
+    sub.add_option("--cache-dir", common.cache_dir,
+                   "Cache directory (default: $KJIT_CACHE_DIR, the repository's "
+                   "cache/, $XDG_CACHE_HOME/kjit or ~/.cache/kjit)");
     sub.add_flag("-v,--verbose", common.verbose, "Log cache hits, misses and compile times");
     if (json) sub.add_flag("--json", common.json, "Print JSON instead of a table");
     sub.parse_complete_callback([&common] {
@@ -48,17 +49,19 @@ Device gpu_or_explain(const char* command) {
 
 Arch local_arch_or_explain(std::string_view what) {
     if (device_count() > 0) return Device::get(0).arch();
-    throw UsageError(fmt::format("there is no GPU here to take the arch from ({}): pass --arch, e.g. --arch sm_90, to "
-                                 "say what to {} for",
-                                 device_unavailable_reason(), what));
+    throw UsageError(
+        fmt::format("there is no GPU here to take the arch from ({}): pass --arch, e.g. --arch sm_90, to "
+                    "say what to {} for",
+                    device_unavailable_reason(), what));
 }
 
 }  // namespace kjit::cli
 
 int main(int argc, char** argv) {
     using namespace kjit::cli;
-    CLI::App app{"kjit: a runtime JIT kernel compiler service for CUDA: warm, inspect, run, tune and maintain the "
-                 "kernel cache"};
+    CLI::App app{
+        "kjit: a runtime JIT kernel compiler service for CUDA: warm, inspect, run, tune and maintain the "
+        "kernel cache"};
     app.set_version_flag("--version", [] {
         return fmt::format("kjit {} (NVRTC {}, cache schema {})", KJIT_VERSION, kjit::nvrtc_version(),
                            kjit::cache_schema_version);
@@ -78,7 +81,8 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
         std::fprintf(stderr, "kjit: %s\n", e.what());
         // Bad arguments and a missing GPU are the user's to fix (2); anything else failed (1).
-        const bool usage_error = dynamic_cast<const kjit::UsageError*>(&e) || dynamic_cast<const kjit::NoDeviceError*>(&e);
+        const bool usage_error = dynamic_cast<const kjit::UsageError*>(&e) ||
+                                 dynamic_cast<const kjit::NoDeviceError*>(&e);
         return usage_error ? usage : failure;
     }
     return exit_code;

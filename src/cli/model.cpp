@@ -56,8 +56,9 @@ int run_model(const ModelOptions& o) {
         std::vector<float> values(element_count(shape));
         if (auto it = given.find(name); it != given.end()) {
             if (it->second.dtype != "F32" || it->second.shape != shape)
-                throw UsageError(fmt::format("--input: '{}' is {} [{}], the graph needs F32 [{}]", name, it->second.dtype,
-                                             fmt::join(it->second.shape, ", "), fmt::join(shape, ", ")));
+                throw UsageError(fmt::format("--input: '{}' is {} [{}], the graph needs F32 [{}]", name,
+                                             it->second.dtype, fmt::join(it->second.shape, ", "),
+                                             fmt::join(shape, ", ")));
             std::memcpy(values.data(), it->second.data.data(), it->second.data.size());
         } else if (!o.input.empty()) {
             throw UsageError(fmt::format("--input {} has no tensor '{}'", o.input, name));
@@ -95,12 +96,19 @@ int run_model(const ModelOptions& o) {
         nlohmann::json nodes = nlohmann::json::array();
         for (std::size_t n = 0; n < plan.nodes().size(); ++n) {
             const auto& node = plan.nodes()[n];
-            nodes.push_back({{"name", node.name}, {"op", node.op_name}, {"kernel", node.op->kernel_for_launch(0).id()},
-                             {"shape", plan.values()[node.output].shape}, {"ms", node_ms[n]}});
+            nodes.push_back({{"name", node.name},
+                             {"op", node.op_name},
+                             {"kernel", node.op->kernel_for_launch(0).id()},
+                             {"shape", plan.values()[node.output].shape},
+                             {"ms", node_ms[n]}});
         }
-        nlohmann::json j{{"device", device.name()}, {"batch", o.batch}, {"nodes", nodes},
+        nlohmann::json j{{"device", device.name()},
+                         {"batch", o.batch},
+                         {"nodes", nodes},
                          {"node_sum_ms", node_sum_ms},
-                         {"forward_ms", forward_ms}, {"iters", o.iters}, {"weights_folded_bn", weights.folded}};
+                         {"forward_ms", forward_ms},
+                         {"iters", o.iters},
+                         {"weights_folded_bn", weights.folded}};
         if (replay_ms) j["replay_ms"] = *replay_ms;
         fmt::print("{}\n", j.dump(2));
         return ok;
@@ -113,8 +121,7 @@ int run_model(const ModelOptions& o) {
         fmt::print("{:<28} {:<20} {:<22} {:>10.4f}\n", node.name, node.op_name,
                    fmt::format("[{}]", fmt::join(plan.values()[node.output].shape, ",")), node_ms[n]);
     }
-    fmt::print("sum of nodes {:.3f} ms; forward {:.3f} ms (median of {})", node_sum_ms,
-               forward_ms, o.iters);
+    fmt::print("sum of nodes {:.3f} ms; forward {:.3f} ms (median of {})", node_sum_ms, forward_ms, o.iters);
     if (replay_ms) fmt::print("; CUDA graph replay {:.3f} ms", *replay_ms);
     fmt::print("\n");
     return ok;
@@ -126,8 +133,9 @@ void add_model(CLI::App& app, int& exit_code) {
     auto* model = app.add_subcommand("model", "Run a graph of ops (docs/MODEL.md)");
     model->require_subcommand(1);
     static ModelOptions o;
-    auto* run = model->add_subcommand("run", "Load a graph and its weights, run it on the GPU, print per-node times, "
-                                             "the forward and (--graph) its CUDA graph replay");
+    auto* run = model->add_subcommand("run",
+                                      "Load a graph and its weights, run it on the GPU, print per-node times, "
+                                      "the forward and (--graph) its CUDA graph replay");
     add_common_options(*run, o.common, true);
     run->add_option("graph", o.graph, "Graph JSON file")->required()->check(CLI::ExistingFile);
     run->add_option("--weights", o.weights, "safetensors file of the parameters, by dotted key")

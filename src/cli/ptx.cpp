@@ -48,31 +48,37 @@ int ptx(const PtxOptions& o) {
     if (o.resources) {
         const auto& r = c.resources;
         if (o.common.json) {
-            const nlohmann::json j{{"kernel", kernel.id()},       {"arch", arch.name()},
-                                   {"registers", r.registers},    {"spill_store_bytes", r.spill_store_bytes},
-                                   {"spill_load_bytes", r.spill_load_bytes}, {"shared_static_bytes", r.shared_static_bytes},
-                                   {"stack_frame_bytes", r.stack_frame_bytes}, {"constant_bytes", r.constant_bytes},
+            const nlohmann::json j{{"kernel", kernel.id()},
+                                   {"arch", arch.name()},
+                                   {"registers", r.registers},
+                                   {"spill_store_bytes", r.spill_store_bytes},
+                                   {"spill_load_bytes", r.spill_load_bytes},
+                                   {"shared_static_bytes", r.shared_static_bytes},
+                                   {"stack_frame_bytes", r.stack_frame_bytes},
+                                   {"constant_bytes", r.constant_bytes},
                                    {"barriers", r.barriers}};
             fmt::print("{}\n", j.dump(2));
         } else {
-            fmt::print("{} for {}: {} registers, {} B spill stores, {} B spill loads, {} B static shared memory, {} B "
-                       "stack frame, {} B cmem[0], {} barriers\n",
-                       kernel.id(), arch.name(), r.registers, r.spill_store_bytes, r.spill_load_bytes,
-                       r.shared_static_bytes, r.stack_frame_bytes, r.constant_bytes, r.barriers);
+            fmt::print(
+                "{} for {}: {} registers, {} B spill stores, {} B spill loads, {} B static shared memory, {} B "
+                "stack frame, {} B cmem[0], {} barriers\n",
+                kernel.id(), arch.name(), r.registers, r.spill_store_bytes, r.spill_load_bytes, r.shared_static_bytes,
+                r.stack_frame_bytes, r.constant_bytes, r.barriers);
         }
         return ok;
     }
     if (o.sass) {
         const std::string tool = disassembler();
         if (tool.empty())
-            throw UsageError("SASS needs cuobjdump or nvdisasm, and neither is on the PATH or in /usr/local/cuda/bin: "
-                             "install the CUDA toolkit's binary utilities (e.g. cuda-cuobjdump-13-0)");
+            throw UsageError(
+                "SASS needs cuobjdump or nvdisasm, and neither is on the PATH or in /usr/local/cuda/bin: "
+                "install the CUDA toolkit's binary utilities (e.g. cuda-cuobjdump-13-0)");
         char path[] = "/tmp/kjit-sass-XXXXXX";
         const int fd = mkstemp(path);
         if (fd < 0) throw Error("cannot create a temporary file for the cubin");
         close(fd);
-        std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(c.cubin.data()),
-                                                    static_cast<std::streamsize>(c.cubin.size()));
+        std::ofstream(path, std::ios::binary)
+            .write(reinterpret_cast<const char*>(c.cubin.data()), static_cast<std::streamsize>(c.cubin.size()));
         const bool cuobjdump = tool.find("cuobjdump") != std::string::npos;
         const std::string command = tool + (cuobjdump ? " -sass " : " ") + path;
         const int rc = std::system(command.c_str());
@@ -86,8 +92,9 @@ int ptx(const PtxOptions& o) {
 }  // namespace
 
 void add_ptx(CLI::App& app, int& exit_code) {
-    auto* sub = app.add_subcommand("ptx", "Print a kernel's PTX (compiling on a miss), generated source, SASS or "
-                                          "resource report");
+    auto* sub = app.add_subcommand("ptx",
+                                   "Print a kernel's PTX (compiling on a miss), generated source, SASS or "
+                                   "resource report");
     static PtxOptions o;
     add_common_options(*sub, o.common, true);
     sub->add_option("kernel", o.kernel, "Shipped kernel, e.g. conv2d_bn_silu_gemm_forward")->required();

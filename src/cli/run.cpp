@@ -19,8 +19,15 @@ struct RunOptions {
 
 Layer layer_of(const RunOptions& o) {
     if (o.hw.size() != 2) throw UsageError("give the layer: --batch B --cin K --cout N --hw H W, all positive");
-    return make_layer({.batch = o.batch, .cin = o.cin, .cout = o.cout, .height = o.hw[0], .width = o.hw[1],
-                       .kernel_h = o.kernel_size[0], .kernel_w = o.kernel_size[1], .stride = o.stride, .pad = o.pad,
+    return make_layer({.batch = o.batch,
+                       .cin = o.cin,
+                       .cout = o.cout,
+                       .height = o.hw[0],
+                       .width = o.hw[1],
+                       .kernel_h = o.kernel_size[0],
+                       .kernel_w = o.kernel_size[1],
+                       .stride = o.stride,
+                       .pad = o.pad,
                        .groups = o.groups});
 }
 
@@ -56,10 +63,18 @@ Tensors make_tensors(const Device& device, const Layer& l) {
         return b;
     };
     const std::size_t y_elems = 1ULL * s.batch * s.c_out * oh * ow;
-    Tensors t{x, w, scale, shift, upload(x), upload(w), upload(scale), upload(shift),
+    Tensors t{x,
+              w,
+              scale,
+              shift,
+              upload(x),
+              upload(w),
+              upload(scale),
+              upload(shift),
               DeviceBuffer(device, y_elems * sizeof(float)),
               {std::size_t(s.batch), std::size_t(s.c_in), std::size_t(s.height), std::size_t(s.width)},
-              {std::size_t(s.batch), std::size_t(s.c_out), std::size_t(oh), std::size_t(ow)}, oh * ow};
+              {std::size_t(s.batch), std::size_t(s.c_out), std::size_t(oh), std::size_t(ow)},
+              oh * ow};
     return t;
 }
 
@@ -123,22 +138,29 @@ int run(const RunOptions& o) {
     const bool tf32 = op->kernel_for_launch(0).name() != "conv2d_bn_silu_direct_forward";
     const double tolerance = tf32 ? 2e-3 : 1e-5;
     if (o.common.json) {
-        const nlohmann::json j{{"kernel", op->kernel_for_launch(0).id()}, {"config", conv2d_bn_silu_config(*op)},
-                               {"device", device.name()}, {"relative_error", error}, {"tolerance", tolerance},
-                               {"median_us", us}, {"tflops", flops / us / 1e6}, {"gbps", bytes / us / 1e3}};
+        const nlohmann::json j{{"kernel", op->kernel_for_launch(0).id()},
+                               {"config", conv2d_bn_silu_config(*op)},
+                               {"device", device.name()},
+                               {"relative_error", error},
+                               {"tolerance", tolerance},
+                               {"median_us", us},
+                               {"tflops", flops / us / 1e6},
+                               {"gbps", bytes / us / 1e3}};
         fmt::print("{}\n", j.dump(2));
     } else {
-        fmt::print("{} [{}] on {}\n  error ‖y−ref‖/‖ref‖ = {:.2e} (tolerance {:.0e})\n  median {:.1f} µs over {} "
-                   "graph replays, {:.1f} TFLOP/s, {:.0f} GB/s\n",
-                   op->kernel_for_launch(0).id(), conv2d_bn_silu_config(*op), device.name(), error, tolerance, us,
-                   o.iters, flops / us / 1e6, bytes / us / 1e3);
+        fmt::print(
+            "{} [{}] on {}\n  error ‖y−ref‖/‖ref‖ = {:.2e} (tolerance {:.0e})\n  median {:.1f} µs over {} "
+            "graph replays, {:.1f} TFLOP/s, {:.0f} GB/s\n",
+            op->kernel_for_launch(0).id(), conv2d_bn_silu_config(*op), device.name(), error, tolerance, us, o.iters,
+            flops / us / 1e6, bytes / us / 1e3);
     }
     return error <= tolerance ? ok : failure;
 }
 
 int tune(const RunOptions& o) {
     check_op_name(o);
-    const std::vector<Layer> layers = o.shapes_file.empty() ? std::vector<Layer>{layer_of(o)} : layers_from(o.shapes_file);
+    const std::vector<Layer> layers = o.shapes_file.empty() ? std::vector<Layer>{layer_of(o)}
+                                                            : layers_from(o.shapes_file);
     const Device device = gpu_or_explain("tune");
     const DeviceTraits traits = DeviceTraits::of(device);
     Runtime& rt = runtime(o.common);
@@ -161,14 +183,16 @@ int tune(const RunOptions& o) {
         const bool right = error <= 2e-3;
         if (right)
             store_tuned(rt.cache(), {"conv2d_bn_silu", key, device.name(), device.arch().name(), timed.front().second,
-                                      timed.front().first});
-        else
-            status = failure;
+                                     timed.front().first});
+        else status = failure;
         if (o.common.json) {
             nlohmann::json tried = nlohmann::json::array();
             for (const auto& [us, config] : timed) tried.push_back({{"config", config}, {"median_us", us}});
-            report.push_back({{"layer", key}, {"winner", timed.front().second}, {"relative_error", error},
-                              {"stored", right}, {"tried", tried}});
+            report.push_back({{"layer", key},
+                              {"winner", timed.front().second},
+                              {"relative_error", error},
+                              {"stored", right},
+                              {"tried", tried}});
             continue;
         }
         fmt::print("{} on {} ({}): {} configurations\n", key, device.name(), device.arch().name(), timed.size());
@@ -200,8 +224,9 @@ void add_layer_options(CLI::App& sub, RunOptions& o) {
 
 void add_run_and_tune(CLI::App& app, int& exit_code) {
     static RunOptions run_options, tune_options;
-    auto* r = app.add_subcommand("run", "Run one layer on the GPU: error against the float64 reference, median µs, "
-                                        "TFLOP/s, GB/s");
+    auto* r = app.add_subcommand("run",
+                                 "Run one layer on the GPU: error against the float64 reference, median µs, "
+                                 "TFLOP/s, GB/s");
     add_common_options(*r, run_options.common, true);
     add_layer_options(*r, run_options);
     r->add_option("--config", run_options.config, "Configuration KEY=VALUE (repeatable; default: dispatch)");

@@ -6,16 +6,20 @@
 namespace kjit::cli {
 
 Layer make_layer(const LayerSpec& s) {
-    const std::pair<const char*, int> positive[] = {{"batch", s.batch},        {"cin", s.cin},
-                                                    {"cout", s.cout},          {"height", s.height},
-                                                    {"width", s.width},        {"kernel height", s.kernel_h},
-                                                    {"kernel width", s.kernel_w}, {"stride", s.stride},
-                                                    {"groups", s.groups}};
+    const std::pair<const char*, int> positive[] = {
+        {"batch", s.batch},           {"cin", s.cin},       {"cout", s.cout},
+        {"height", s.height},         {"width", s.width},   {"kernel height", s.kernel_h},
+        {"kernel width", s.kernel_w}, {"stride", s.stride}, {"groups", s.groups}};
     for (const auto& [name, value] : positive)
         if (value <= 0) throw UsageError(fmt::format("{} = {}: it must be a positive number", name, value));
     if (s.pad < 0) throw UsageError(fmt::format("pad = {}: it must not be negative", s.pad));
-    Layer l{{.kernel_h = s.kernel_h, .kernel_w = s.kernel_w, .stride_h = s.stride, .stride_w = s.stride,
-             .pad_h = s.pad, .pad_w = s.pad, .groups = s.groups},
+    Layer l{{.kernel_h = s.kernel_h,
+             .kernel_w = s.kernel_w,
+             .stride_h = s.stride,
+             .stride_w = s.stride,
+             .pad_h = s.pad,
+             .pad_w = s.pad,
+             .groups = s.groups},
             {s.batch, s.cin, s.height, s.width, s.cout}};
     (void)conv2d_output_size(l.attrs, l.shape);  // validates the combination, saying what is wrong
     return l;
@@ -37,7 +41,8 @@ int int_field(const nlohmann::json& layer, const char* name, std::optional<int> 
 }
 
 /// Two integers, e.g. "hw": [56, 56].
-std::pair<int, int> pair_field(const nlohmann::json& layer, const char* name, std::optional<std::pair<int, int>> fallback) {
+std::pair<int, int> pair_field(const nlohmann::json& layer, const char* name,
+                               std::optional<std::pair<int, int>> fallback) {
     if (!layer.contains(name)) {
         if (fallback) return *fallback;
         throw UsageError(fmt::format("\"{}\" is missing", name));
@@ -69,10 +74,16 @@ std::vector<Layer> parse_layers(std::string_view text, const std::string& source
             if (!l.is_object()) throw UsageError("it is not an object");
             const auto [h, w] = pair_field(l, "hw", std::nullopt);
             const auto [kh, kw] = pair_field(l, "kernel_size", std::pair{1, 1});
-            layers.push_back(make_layer({.batch = int_field(l, "batch"), .cin = int_field(l, "cin"),
-                                         .cout = int_field(l, "cout"), .height = h, .width = w, .kernel_h = kh,
-                                         .kernel_w = kw, .stride = int_field(l, "stride", 1),
-                                         .pad = int_field(l, "pad", 0), .groups = int_field(l, "groups", 1)}));
+            layers.push_back(make_layer({.batch = int_field(l, "batch"),
+                                         .cin = int_field(l, "cin"),
+                                         .cout = int_field(l, "cout"),
+                                         .height = h,
+                                         .width = w,
+                                         .kernel_h = kh,
+                                         .kernel_w = kw,
+                                         .stride = int_field(l, "stride", 1),
+                                         .pad = int_field(l, "pad", 0),
+                                         .groups = int_field(l, "groups", 1)}));
         } catch (const UsageError& e) {
             throw UsageError(fmt::format("{}: layer {}: {}", source, i + 1, e.what()));
         }

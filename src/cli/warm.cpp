@@ -25,7 +25,8 @@ int warm(const WarmOptions& o) {
 
     std::vector<Kernel> kernels;
     for (const auto& family : shipped_kernels()) {
-        if (!o.kernels.empty() && std::find(o.kernels.begin(), o.kernels.end(), family.name) == o.kernels.end()) continue;
+        if (!o.kernels.empty() && std::find(o.kernels.begin(), o.kernels.end(), family.name) == o.kernels.end())
+            continue;
         for (auto& k : family.configurations()) kernels.push_back(std::move(k));
     }
     for (const auto& name : o.kernels)
@@ -87,8 +88,9 @@ int warm(const WarmOptions& o) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (tty) fmt::print("\n");
     if (o.common.json) {
-        nlohmann::json j{{"compiled", compiled.load()}, {"cached", cached.load()}, {"failed", failed},
-                         {"seconds", seconds}, {"jobs", workers.size()}, {"cache", rt.cache().path().string()}};
+        nlohmann::json j{
+            {"compiled", compiled.load()}, {"cached", cached.load()}, {"failed", failed},
+            {"seconds", seconds},          {"jobs", workers.size()},  {"cache", rt.cache().path().string()}};
         fmt::print("{}\n", j.dump(2));
     } else {
         for (const auto& f : failed) fmt::print(stderr, "kjit: failed: {}\n", f);
@@ -101,8 +103,9 @@ int warm(const WarmOptions& o) {
 }  // namespace
 
 void add_warm(CLI::App& app, int& exit_code) {
-    auto* sub = app.add_subcommand("warm", "Compile every shipped kernel and valid configuration into the cache "
-                                           "(needs no GPU)");
+    auto* sub = app.add_subcommand("warm",
+                                   "Compile every shipped kernel and valid configuration into the cache "
+                                   "(needs no GPU)");
     static WarmOptions o;
     add_common_options(*sub, o.common, true);
     sub->add_option("--arch", o.archs, "Target arch, e.g. sm_90 (repeatable; default: the local GPU's)");

@@ -61,18 +61,18 @@ Device Device::get(int ordinal) {
     int count = 0;
     KJIT_CU(cuDeviceGetCount, &count);
     if (ordinal < 0 || ordinal >= count)
-        throw NoDeviceError(fmt::format("no CUDA device {}: this machine has {} (valid ordinals 0..{})", ordinal, count,
-                                        count - 1));
+        throw NoDeviceError(
+            fmt::format("no CUDA device {}: this machine has {} (valid ordinals 0..{})", ordinal, count, count - 1));
     CUdevice device = 0;
     KJIT_CU(cuDeviceGet, &device, ordinal);
     char name[256] = {};
     KJIT_CU(cuDeviceGetName, name, static_cast<int>(sizeof name), device);
-    records->push_back(std::unique_ptr<detail::DeviceRecord>(new detail::DeviceRecord{
-        ordinal, detail::PrimaryContext(device), name,
-        Arch(detail::attribute(device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
-             detail::attribute(device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)),
-        detail::attribute(device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
-        detail::attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)}));
+    records->push_back(std::unique_ptr<detail::DeviceRecord>(
+        new detail::DeviceRecord{ordinal, detail::PrimaryContext(device), name,
+                                 Arch(detail::attribute(device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+                                      detail::attribute(device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)),
+                                 detail::attribute(device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+                                 detail::attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)}));
     return Device(records->back().get());
 }
 

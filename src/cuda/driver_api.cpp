@@ -24,14 +24,16 @@ const std::variant<Driver, std::string>& load() {
     static const std::variant<Driver, std::string> loaded = []() -> std::variant<Driver, std::string> {
         void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
         if (!lib)
-            return fmt::format("no CUDA driver: libcuda.so.1 could not be loaded ({}). Compiling, caching and "
-                               "inspecting kernels work without one; launching needs an NVIDIA GPU and its driver",
-                               dlerror());
+            return fmt::format(
+                "no CUDA driver: libcuda.so.1 could not be loaded ({}). Compiling, caching and "
+                "inspecting kernels work without one; launching needs an NVIDIA GPU and its driver",
+                dlerror());
         using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
         auto get_proc = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress_v2"));
         if (!get_proc)
-            return std::string("no usable CUDA driver: libcuda.so.1 lacks cuGetProcAddress_v2; install a driver "
-                               "for CUDA 12 or newer");
+            return std::string(
+                "no usable CUDA driver: libcuda.so.1 lacks cuGetProcAddress_v2; install a driver "
+                "for CUDA 12 or newer");
         keep_ptxas_report();  // the driver reads it in cuInit
         Driver d;
         std::string missing;
@@ -61,7 +63,8 @@ const std::variant<Driver, std::string>& load() {
         if (const CUresult rc = d.cuInit(0); rc != CUDA_SUCCESS) {
             const char* text = nullptr;
             d.cuGetErrorString(rc, &text);
-            return fmt::format("no CUDA device: cuInit failed: {} ({})", text ? text : "unknown error", static_cast<int>(rc));
+            return fmt::format("no CUDA device: cuInit failed: {} ({})", text ? text : "unknown error",
+                               static_cast<int>(rc));
         }
         return d;
     }();

@@ -17,8 +17,7 @@ void Graph::abandon_capture(const Stream& stream) noexcept {
         CUgraph graph = nullptr;
         if (detail::driver().cuStreamEndCapture(stream.handle(), &graph) == CUDA_SUCCESS && graph)
             detail::driver().cuGraphDestroy(graph);
-    } catch (...) {
-    }
+    } catch (...) {}
 }
 
 Graph Graph::end_capture(const Stream& stream) {

@@ -29,7 +29,6 @@ DeviceBuffer::DeviceBuffer(const Device& device, std::size_t bytes)
       memory_(detail::create_handle<CUdeviceptr>(device, &detail::Driver::cuMemAlloc, "cuMemAlloc", nonzero(bytes))),
       bytes_(bytes) {}
 
-
 void DeviceBuffer::upload(std::span<const std::byte> host, std::size_t offset) {
     check_range(offset, host.size(), bytes_);
     device_.make_current();

@@ -25,7 +25,8 @@ Module::Module(const Device& device, std::span<const std::byte> cubin, std::stri
     const auto& d = detail::driver();
     device.make_current();
     CUmodule module = nullptr;
-    CUresult rc = cubin.empty() ? CUDA_ERROR_NO_BINARY_FOR_GPU : d.cuModuleLoadDataEx(&module, cubin.data(), 0, nullptr, nullptr);
+    CUresult rc = cubin.empty() ? CUDA_ERROR_NO_BINARY_FOR_GPU
+                                : d.cuModuleLoadDataEx(&module, cubin.data(), 0, nullptr, nullptr);
     if (rc == CUDA_SUCCESS) {
         module_ = decltype(module_)(module);
         return;
@@ -43,8 +44,8 @@ Module::Module(const Device& device, std::span<const std::byte> cubin, std::stri
             detail::check(rc, "cuModuleLoadDataEx (PTX)");
         } catch (const CudaError& e) {
             throw CudaError(e.call(), e.code(),
-                            fmt::format("{}; the cubin did not fit {} ({}) either. JIT log: {}", e.what(), device.name(),
-                                        device.arch().name(), error_log.data()));
+                            fmt::format("{}; the cubin did not fit {} ({}) either. JIT log: {}", e.what(),
+                                        device.name(), device.arch().name(), error_log.data()));
         }
     }
     module_ = decltype(module_)(module);
@@ -55,9 +56,9 @@ CUfunc_st* Module::function(const std::string& name) const {
     CUfunction fn = nullptr;
     const CUresult rc = detail::driver().cuModuleGetFunction(&fn, module_.get(), name.c_str());
     if (rc == CUDA_ERROR_NOT_FOUND)
-        throw CudaError("cuModuleGetFunction", rc,
-                        fmt::format("the module has no entry point '{}': is the kernel declared extern \"C\" __global__?",
-                                    name));
+        throw CudaError(
+            "cuModuleGetFunction", rc,
+            fmt::format("the module has no entry point '{}': is the kernel declared extern \"C\" __global__?", name));
     detail::check(rc, "cuModuleGetFunction");
     return fn;
 }

@@ -27,9 +27,10 @@ std::string Arch::name() const {
 
 Arch Arch::parse(std::string_view text) {
     auto fail = [&](std::string_view why) -> Arch {
-        throw UsageError(fmt::format("unsupported arch '{}': {}. Use sm_XY (optionally sm_XYa or sm_XYf) with XY "
-                                     "one of {} (what this NVRTC supports)",
-                                     text, why, fmt::join(supported_arch_numbers(), ", ")));
+        throw UsageError(
+            fmt::format("unsupported arch '{}': {}. Use sm_XY (optionally sm_XYa or sm_XYf) with XY "
+                        "one of {} (what this NVRTC supports)",
+                        text, why, fmt::join(supported_arch_numbers(), ", ")));
     };
     std::string_view rest = text;
     for (std::string_view prefix : {"sm_", "compute_"})
@@ -67,7 +68,8 @@ std::vector<std::string> CompileOptions::canonical() const {
         "--ptxas-options=-v",
     };
     if (line_info) list.emplace_back("-lineinfo");
-    for (const auto& d : defines) list.push_back(d.value.empty() ? "-D" + d.name : fmt::format("-D{}={}", d.name, d.value));
+    for (const auto& d : defines)
+        list.push_back(d.value.empty() ? "-D" + d.name : fmt::format("-D{}={}", d.name, d.value));
     return list;
 }
 

@@ -8,8 +8,8 @@ namespace kjit {
 ArgPack::ArgPack(std::span<const Param> signature, std::string_view kernel_id)
     : signature_(signature), kernel_id_(kernel_id) {
     if (signature.size() > capacity)
-        throw UsageError(fmt::format("kernel {} has {} parameters: kjit packs at most {}", kernel_id, signature.size(),
-                                     capacity));
+        throw UsageError(
+            fmt::format("kernel {} has {} parameters: kjit packs at most {}", kernel_id, signature.size(), capacity));
 }
 
 void ArgPack::mismatch(std::string_view given) const {

@@ -106,7 +106,8 @@ std::string build_id_of(const void* address) {
                     const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);
                     const auto* name = p + sizeof(ElfW(Nhdr));
                     const auto* desc = name + ((note->n_namesz + 3) & ~3u);
-                    if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 && std::string_view(reinterpret_cast<const char*>(name), 3) == "GNU") {
+                    if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 &&
+                        std::string_view(reinterpret_cast<const char*>(name), 3) == "GNU") {
                         for (unsigned k = 0; k < note->n_descsz; ++k) s.id += fmt::format("{:02x}", desc[k]);
                         return 1;
                     }
@@ -142,10 +143,10 @@ Compiled compile(const Kernel& kernel, const CompileOptions& options) {
         header_names.push_back(h.name.c_str());
     }
     nvrtcProgram raw = nullptr;
-    detail::check_nvrtc(nvrtcCreateProgram(&raw, kernel.source().c_str(), program_name.c_str(),
-                                           static_cast<int>(header_texts.size()), header_texts.data(),
-                                           header_names.data()),
-                        "nvrtcCreateProgram");
+    detail::check_nvrtc(
+        nvrtcCreateProgram(&raw, kernel.source().c_str(), program_name.c_str(), static_cast<int>(header_texts.size()),
+                           header_texts.data(), header_names.data()),
+        "nvrtcCreateProgram");
     const Program program(raw);
 
     const auto canonical = options.canonical();
@@ -174,11 +175,12 @@ Compiled compile(const Kernel& kernel, const CompileOptions& options) {
     if (out.log.find("Compiling entry function '" + kernel.entry_point_name() + "'") == std::string::npos) {
         static std::once_flag warned;
         std::call_once(warned, [&] {
-            detail::warn(fmt::format("ptxas reported no resources for {}: the CUDA driver's compute cache served this "
-                                     "compile (the driver was initialised before kjit with CUDA_CACHE_DISABLE unset). "
-                                     "Register and spill counts of such entries read 0; set CUDA_CACHE_DISABLE=1 in "
-                                     "the environment to get them",
-                                     kernel.id()));
+            detail::warn(
+                fmt::format("ptxas reported no resources for {}: the CUDA driver's compute cache served this "
+                            "compile (the driver was initialised before kjit with CUDA_CACHE_DISABLE unset). "
+                            "Register and spill counts of such entries read 0; set CUDA_CACHE_DISABLE=1 in "
+                            "the environment to get them",
+                            kernel.id()));
         });
     }
     out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
@@ -187,9 +189,10 @@ Compiled compile(const Kernel& kernel, const CompileOptions& options) {
 
 CompileError::CompileError(std::string readable_id, std::vector<std::string> options, std::string log,
                            std::string source_excerpt)
-    : Error(fmt::format("kernel '{}' failed to compile.\noptions: {}\nNVRTC log:\n{}\nsource around the first error:\n{}"
-                        "Fix the kernel source (or its constants) and try again.",
-                        readable_id, fmt::join(options, " "), log, source_excerpt)),
+    : Error(
+          fmt::format("kernel '{}' failed to compile.\noptions: {}\nNVRTC log:\n{}\nsource around the first error:\n{}"
+                      "Fix the kernel source (or its constants) and try again.",
+                      readable_id, fmt::join(options, " "), log, source_excerpt)),
       readable_id_(std::move(readable_id)),
       options_(std::move(options)),
       log_(std::move(log)),

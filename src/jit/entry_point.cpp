@@ -45,9 +45,9 @@ std::string entry_point_text(const KernelSpec& spec) {
     return fmt::format(
         "{}extern \"C\" __global__ void {}{}_entry_point({})\n{{\n    {}{}({});\n}}\n",
         uses_16bit_floats(spec) ? "#include \"kjit/types.cuh\"\n\n" : "",
-        spec.max_threads_per_block ? fmt::format("__launch_bounds__({}) ", spec.max_threads_per_block) : "",
-        spec.name, fmt::join(params, ", "), spec.name,
-        targs.empty() ? "" : fmt::format("<{}>", fmt::join(targs, ", ")), fmt::join(names, ", "));
+        spec.max_threads_per_block ? fmt::format("__launch_bounds__({}) ", spec.max_threads_per_block) : "", spec.name,
+        fmt::join(params, ", "), spec.name, targs.empty() ? "" : fmt::format("<{}>", fmt::join(targs, ", ")),
+        fmt::join(names, ", "));
 }
 
 std::string readable_id(const KernelSpec& spec) {

@@ -48,9 +48,7 @@ std::string_view cuda_type(Scalar s) noexcept {
     return "?";
 }
 
-std::string to_string(ParamType t) {
-    return fmt::format("{}{}", short_name(t.scalar), t.pointer ? "*" : "");
-}
+std::string to_string(ParamType t) { return fmt::format("{}{}", short_name(t.scalar), t.pointer ? "*" : ""); }
 
 namespace {
 
@@ -143,9 +141,8 @@ CacheKey Kernel::key(const CompileOptions& options) const {
 void detail::require_signature(const Kernel& kernel, const std::vector<Param>& expected) {
     const auto& actual = kernel.params();
     const bool same = actual.size() == expected.size() &&
-                      std::equal(actual.begin(), actual.end(), expected.begin(), [](const Param& a, const Param& b) {
-                          return a.name == b.name && a.type == b.type;
-                      });
+                      std::equal(actual.begin(), actual.end(), expected.begin(),
+                                 [](const Param& a, const Param& b) { return a.name == b.name && a.type == b.type; });
     if (!same) {
         auto text = [](const std::vector<Param>& ps) {
             std::vector<std::string> parts;

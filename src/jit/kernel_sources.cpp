@@ -76,10 +76,10 @@ std::vector<std::string> include_targets(std::string_view source) {
 std::string kernel_body(const std::string& name) {
     if (auto body = read_kernel_file(name + ".cu")) return *std::move(body);
     const auto dir = kernels_dir_override();
-    throw UsageError(fmt::format(
-        "unknown kernel '{}': there is no {}/{}.cu. Known kernels: {}.{}", name,
-        dir ? dir->string() : "kernels_src (embedded)", name, fmt::join(known_kernel_names(), ", "),
-        dir ? " Unset KJIT_KERNELS_DIR to use the kernels built into kjit." : ""));
+    throw UsageError(fmt::format("unknown kernel '{}': there is no {}/{}.cu. Known kernels: {}.{}", name,
+                                 dir ? dir->string() : "kernels_src (embedded)", name,
+                                 fmt::join(known_kernel_names(), ", "),
+                                 dir ? " Unset KJIT_KERNELS_DIR to use the kernels built into kjit." : ""));
 }
 
 std::vector<SourceFile> included_headers(std::string_view source) {

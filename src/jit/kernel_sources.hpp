@@ -9,7 +9,7 @@
 namespace kjit::detail {
 
 struct EmbeddedFile {
-    std::string_view path;     // relative to kernels_src, e.g. "kjit/grid.cuh"
+    std::string_view path;  // relative to kernels_src, e.g. "kjit/grid.cuh"
     std::string_view content;
 };
 

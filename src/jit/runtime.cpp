@@ -10,8 +10,8 @@
 #include <kjit/error.hpp>
 #include <kjit/runtime.hpp>
 
-#include "jit/cache_key.hpp"
 #include "cuda/driver_api.hpp"
+#include "jit/cache_key.hpp"
 #include "jit/kernel_state.hpp"
 #include "jit/launch_checks.hpp"
 #include "jit/log.hpp"
@@ -56,10 +56,12 @@ struct Runtime::Impl {
             }
             origin = Origin::compiled;
             try {
-                auto e = std::make_shared<CacheEntry>(make_cache_entry(kernel, options, kjit::compile(kernel, options)));
+                auto e = std::make_shared<CacheEntry>(
+                    make_cache_entry(kernel, options, kjit::compile(kernel, options)));
                 ++compiles;
                 cache.store(*e);  // releases the claim
-                detail::debug(fmt::format("compiled {} for {} in {:.1f} ms", kernel.id(), e->arch, e->compiled.compile_ms));
+                detail::debug(
+                    fmt::format("compiled {} for {} in {:.1f} ms", kernel.id(), e->arch, e->compiled.compile_ms));
                 return std::shared_ptr<const CacheEntry>(std::move(e));
             } catch (...) {
                 cache.release(key);  // let another process try (and report its own error)
@@ -133,9 +135,9 @@ struct Runtime::Impl {
             }
             if (failure) {
                 if (options.arch == device.arch()) throw *failure;
-                detail::warn(fmt::format("{} built for {} does not load on {} ({}): {}; recompiling for {}", kernel.id(),
-                                         options.arch.name(), device.name(), device.arch().name(), failure->what(),
-                                         device.arch().name()));
+                detail::warn(fmt::format("{} built for {} does not load on {} ({}): {}; recompiling for {}",
+                                         kernel.id(), options.arch.name(), device.name(), device.arch().name(),
+                                         failure->what(), device.arch().name()));
                 CompileOptions native = options;
                 native.arch = device.arch();
                 entry = compile(kernel, native).entry;
@@ -210,7 +212,7 @@ Runtime::~Runtime() = default;
 Runtime& Runtime::global() {
     static Runtime* runtime = [] {
         auto* r = new Runtime(Cache::default_directory());  // never destroyed: see header
-        std::atexit([] { global().cache().close(); });     // but its database is closed cleanly
+        std::atexit([] { global().cache().close(); });      // but its database is closed cleanly
         return r;
     }();
     return *runtime;
@@ -226,7 +228,8 @@ const LoadedKernel& Runtime::load(const Kernel& kernel, const Device& device, co
     return impl_->load(kernel, device, options);
 }
 
-void Runtime::launch(const Kernel& kernel, const Stream& stream, const LaunchConfig& config, std::span<const Arg> args) {
+void Runtime::launch(const Kernel& kernel, const Stream& stream, const LaunchConfig& config,
+                     std::span<const Arg> args) {
     ArgPack pack(kernel.params(), kernel.id());
     for (const Arg& arg : args) pack.push(arg);
     pack.check_complete();

@@ -3,8 +3,8 @@
 #pragma once
 #include <chrono>
 #include <future>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 

@@ -37,8 +37,9 @@ MadeOp make_conv(const NodeAttrs& a, std::span<const ShapeView> in, const Device
     };
     const Conv2dShape shape{dim(in[0][0]), dim(in[0][1]), dim(in[0][2]), dim(in[0][3]), a.integer("c_out")};
     const auto [oh, ow] = conv2d_output_size(attrs, shape);
-    return {dispatch_conv2d_bn_silu(attrs, shape, device),
-            {in[0][0], static_cast<std::size_t>(shape.c_out), static_cast<std::size_t>(oh), static_cast<std::size_t>(ow)}};
+    return {
+        dispatch_conv2d_bn_silu(attrs, shape, device),
+        {in[0][0], static_cast<std::size_t>(shape.c_out), static_cast<std::size_t>(oh), static_cast<std::size_t>(ow)}};
 }
 
 std::mutex registry_mutex;
@@ -46,17 +47,17 @@ std::mutex registry_mutex;
 std::map<std::string, OpFactory, std::less<>>& registry() {
     static std::map<std::string, OpFactory, std::less<>> ops{
         {"conv2d_bn_silu", make_conv},
-        {"add", [](const NodeAttrs&, std::span<const ShapeView> in, const DeviceTraits&) {
-             return made(std::make_unique<AddOp>(), in);
-         }},
-        {"concat", [](const NodeAttrs&, std::span<const ShapeView> in, const DeviceTraits&) {
-             return made(std::make_unique<ConcatChannelsOp>(in.size()), in);
-         }},
-        {"maxpool2d", [](const NodeAttrs& a, std::span<const ShapeView> in, const DeviceTraits&) {
+        {"add", [](const NodeAttrs&, std::span<const ShapeView> in,
+                   const DeviceTraits&) { return made(std::make_unique<AddOp>(), in); }},
+        {"concat", [](const NodeAttrs&, std::span<const ShapeView> in,
+                      const DeviceTraits&) { return made(std::make_unique<ConcatChannelsOp>(in.size()), in); }},
+        {"maxpool2d",
+         [](const NodeAttrs& a, std::span<const ShapeView> in, const DeviceTraits&) {
              const int k = a.integer("kernel");
              return made(std::make_unique<MaxPool2dOp>(k, a.integer("stride", k), a.integer("pad", 0)), in);
          }},
-        {"upsample_nearest2d", [](const NodeAttrs& a, std::span<const ShapeView> in, const DeviceTraits&) {
+        {"upsample_nearest2d",
+         [](const NodeAttrs& a, std::span<const ShapeView> in, const DeviceTraits&) {
              return made(std::make_unique<UpsampleNearest2dOp>(a.integer("scale", 2)), in);
          }},
     };

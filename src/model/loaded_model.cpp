@@ -27,8 +27,14 @@ LoadedModel::LoadedModel(LoadedModel&&) noexcept = default;
 LoadedModel& LoadedModel::operator=(LoadedModel&&) noexcept = default;
 
 LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device, int batch, Runtime& runtime) {
-    auto impl = std::make_unique<Impl>(Impl{device, &runtime, ModelPlan::from_json(graph_json, batch, DeviceTraits::of(device)),
-                                            {}, {}, {}, {}, std::nullopt});
+    auto impl = std::make_unique<Impl>(Impl{device,
+                                            &runtime,
+                                            ModelPlan::from_json(graph_json, batch, DeviceTraits::of(device)),
+                                            {},
+                                            {},
+                                            {},
+                                            {},
+                                            std::nullopt});
     const ModelPlan& plan = impl->plan;
     const std::size_t values = plan.values().size();
     impl->tight.resize(values);
@@ -40,7 +46,8 @@ LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device,
     for (const auto& node : plan.nodes()) {
         auto& slots = impl->params.emplace_back();
         for (std::size_t p = 0; p < node.params.size(); ++p) {
-            auto& buffer = slots.emplace_back(device, std::max<std::size_t>(1, element_count(node.params[p].shape)) * sizeof(float));
+            auto& buffer = slots.emplace_back(
+                device, std::max<std::size_t>(1, element_count(node.params[p].shape)) * sizeof(float));
             if (auto init = node.op->param_init_data(p)) {
                 if (init->size() != element_count(node.params[p].shape) * sizeof(float))
                     throw UsageError(fmt::format("{}: param_init_data gives {} bytes for {} floats", node.params[p].key,
@@ -52,11 +59,13 @@ LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device,
         }
         const Shape& shape = plan.values()[node.output].shape;
         impl->tight[node.output].emplace(device, element_count(shape) * sizeof(float));
-        const std::size_t row = node.op->forward_output_row_elems(shape), stride = node.op->forward_output_row_stride(shape);
+        const std::size_t row = node.op->forward_output_row_elems(shape),
+                          stride = node.op->forward_output_row_stride(shape);
         if (row == 0 || element_count(shape) % row || stride < row)
-            throw UsageError(fmt::format("node '{}': rows of {} elements every {} do not tile its output [{}]", node.name,
-                                         row, stride, fmt::join(shape, ", ")));
-        if (stride > row) impl->padded[node.output].emplace(device, element_count(shape) / row * stride * sizeof(float));
+            throw UsageError(fmt::format("node '{}': rows of {} elements every {} do not tile its output [{}]",
+                                         node.name, row, stride, fmt::join(shape, ", ")));
+        if (stride > row)
+            impl->padded[node.output].emplace(device, element_count(shape) / row * stride * sizeof(float));
         for (std::size_t l = 0; l < node.op->n_launches(); ++l) {
             const Kernel& k = node.op->kernel_for_launch(l);
             if (seen.insert(k.id()).second) kernels.push_back(&k);
@@ -67,8 +76,8 @@ LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device,
     std::atomic<std::size_t> next{0};
     std::mutex failure_mutex;
     std::exception_ptr failure;
-    std::vector<std::thread> workers(std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(),
-                                                                     static_cast<unsigned>(kernels.size()))));
+    std::vector<std::thread> workers(
+        std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), static_cast<unsigned>(kernels.size()))));
     for (auto& w : workers)
         w = std::thread([&] {
             for (std::size_t i; (i = next++) < kernels.size();) {

@@ -18,15 +18,13 @@ struct LoadedModel::Impl {
     Device device;
     Runtime* runtime;
     ModelPlan plan;
-    std::vector<std::vector<DeviceBuffer>> params;     // per node, per slot
-    std::vector<std::optional<DeviceBuffer>> tight;    // per value; graph inputs have none
-    std::vector<std::optional<DeviceBuffer>> padded;   // per value: where the op pads its rows
-    std::vector<void*> input_pointers;                 // per value, the current forward's
+    std::vector<std::vector<DeviceBuffer>> params;    // per node, per slot
+    std::vector<std::optional<DeviceBuffer>> tight;   // per value; graph inputs have none
+    std::vector<std::optional<DeviceBuffer>> padded;  // per value: where the op pads its rows
+    std::vector<void*> input_pointers;                // per value, the current forward's
     std::optional<Graph> graph;
 
-    void* value_pointer(std::size_t v) const {
-        return tight[v] ? tight[v]->as<void>() : input_pointers[v];
-    }
+    void* value_pointer(std::size_t v) const { return tight[v] ? tight[v]->as<void>() : input_pointers[v]; }
 
     void run_node(std::size_t n, const Stream& stream) {
         const ModelPlan::Node& node = plan.nodes()[n];
@@ -35,7 +33,8 @@ struct LoadedModel::Impl {
         std::vector<void*> node_params;
         for (auto& p : params[n]) node_params.push_back(p.as<void>());
         const Shape& shape = plan.values()[node.output].shape;
-        const std::size_t row = node.op->forward_output_row_elems(shape), stride = node.op->forward_output_row_stride(shape);
+        const std::size_t row = node.op->forward_output_row_elems(shape),
+                          stride = node.op->forward_output_row_stride(shape);
         void* out = padded[node.output] ? padded[node.output]->as<void>() : tight[node.output]->as<void>();
         node.op->forward(*runtime, stream, {inputs, node_params, out, shape, static_cast<int>(stride)});
         if (padded[node.output])  // back to tight rows for whoever reads it

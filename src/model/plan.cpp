@@ -64,7 +64,6 @@ private:
     std::string node_;
 };
 
-
 /// A shape from JSON: positive integers, "B" for the batch.
 Shape shape_of(const json& j, int batch, const std::string& what) {
     if (!j.is_array() || j.empty()) throw UsageError(fmt::format("{}: the shape must be a non-empty list", what));
@@ -116,9 +115,9 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
     if (!inputs.is_array() || inputs.empty()) throw UsageError("the graph: \"inputs\" must be a non-empty list");
     for (const auto& in : inputs) {
         const std::string name = string_field(in, "name", "a graph input");
-        plan.inputs_.push_back(add_value(name, shape_of(field(in, "shape", "input '" + name + "'"), batch,
-                                                        "input '" + name + "'"),
-                                         "input '" + name + "'"));
+        plan.inputs_.push_back(
+            add_value(name, shape_of(field(in, "shape", "input '" + name + "'"), batch, "input '" + name + "'"),
+                      "input '" + name + "'"));
     }
 
     // Topological order (Kahn), keeping the file's order among ready nodes.
@@ -140,14 +139,16 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
         if (!list.is_array() || list.empty())
             throw UsageError(fmt::format("node '{}': \"inputs\" must be a non-empty list of names", names[i]));
         for (const auto& in : list) {
-            if (!in.is_string()) throw UsageError(fmt::format("node '{}': input {} is not a name", names[i], in.dump()));
+            if (!in.is_string())
+                throw UsageError(fmt::format("node '{}': input {} is not a name", names[i], in.dump()));
             const std::string name = in.get<std::string>();
             node_inputs[i].push_back(name);
             if (auto producer = node_index.find(name); producer != node_index.end()) {
                 ++waiting[i];
                 consumers[producer->second].push_back(i);
             } else if (!value_of.contains(name)) {
-                throw UsageError(fmt::format("node '{}': input '{}' is neither a graph input nor a node", names[i], name));
+                throw UsageError(
+                    fmt::format("node '{}': input '{}' is neither a graph input nor a node", names[i], name));
             }
         }
     }
@@ -193,8 +194,8 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
         try {
             MadeOp m = factory(node_attrs, shapes, device);
             if (m.op->n_activation_inputs() != shapes.size())
-                throw UsageError(fmt::format("the op takes {} inputs, {} given", m.op->n_activation_inputs(),
-                                             shapes.size()));
+                throw UsageError(
+                    fmt::format("the op takes {} inputs, {} given", m.op->n_activation_inputs(), shapes.size()));
             output = m.op->compute_concrete_output_shape(shapes, m.output_shape);
             if (output.empty() || element_count(output) == 0) throw UsageError("its output would be empty");
             auto shapes_of_params = m.op->param_shapes(shapes, output);
@@ -210,8 +211,8 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
             if (what.starts_with("node '")) throw;
             std::vector<std::string> shown;
             for (const auto& s : shapes) shown.push_back(fmt::format("[{}]", fmt::join(s, ", ")));
-            throw UsageError(fmt::format("node '{}' ({}, inputs {}): {}", name, node.op_name, fmt::join(shown, " "),
-                                         what));
+            throw UsageError(
+                fmt::format("node '{}' ({}, inputs {}): {}", name, node.op_name, fmt::join(shown, " "), what));
         }
         node.output = add_value(name, std::move(output), "node '" + name + "'");
         plan.nodes_.push_back(std::move(node));

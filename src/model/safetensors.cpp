@@ -16,8 +16,8 @@ namespace {
 /// Bytes per element of the dtypes safetensors defines.
 std::optional<std::size_t> dtype_bytes(std::string_view dtype) {
     static const std::pair<std::string_view, std::size_t> sizes[] = {
-        {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
-        {"I8", 1},  {"U64", 8}, {"U32", 4}, {"U16", 2},  {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+        {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},  {"I32", 4},     {"I16", 2},    {"I8", 1},
+        {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1},   {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
     for (const auto& [name, size] : sizes)
         if (name == dtype) return size;
     return std::nullopt;

@@ -18,11 +18,11 @@ std::vector<Kernel> axpby_configurations() {
     for (Scalar t : {Scalar::f32, Scalar::i32})
         for (std::int64_t items : {1, 4}) {
             constexpr std::int64_t block = 256;
-            kernels.emplace_back(KernelSpec{
-                "axpby",
-                {{"T", t}, {"BLOCK", block}, {"ITEMS", items}},
-                {{"x", {t, true}}, {"y", {t, true}}, {"alpha", {t}}, {"beta", {t}}, {"n", {Scalar::i64}}},
-                static_cast<unsigned>(block)});
+            kernels.emplace_back(
+                KernelSpec{"axpby",
+                           {{"T", t}, {"BLOCK", block}, {"ITEMS", items}},
+                           {{"x", {t, true}}, {"y", {t, true}}, {"alpha", {t}}, {"beta", {t}}, {"n", {Scalar::i64}}},
+                           static_cast<unsigned>(block)});
         }
     return kernels;
 }
@@ -40,7 +40,8 @@ std::vector<Kernel> gemm_configurations() {
 
 std::vector<Kernel> implicit_gemm_configurations() {
     std::vector<Kernel> kernels;
-    for (const auto& t : GemmTiles::configurations()) kernels.push_back(Conv2dBnSiluForward(t, three_by_three).kernel());
+    for (const auto& t : GemmTiles::configurations())
+        kernels.push_back(Conv2dBnSiluForward(t, three_by_three).kernel());
     return kernels;
 }
 
@@ -61,8 +62,7 @@ std::vector<Kernel> single_configuration() {
 const KernelFamily families[] = {
     {"axpby", "y = alpha*x + beta*y over n elements (f32, i32)", axpby_configurations},
     {"conv2d_bn_silu_gemm_forward", "1x1 Conv2d + BatchNorm + SiLU as a TF32 tensor-core GEMM", gemm_configurations},
-    {"conv2d_bn_silu_forward",
-     "Conv2d (any size, stride, padding, groups) + BatchNorm + SiLU as an implicit TF32 GEMM",
+    {"conv2d_bn_silu_forward", "Conv2d (any size, stride, padding, groups) + BatchNorm + SiLU as an implicit TF32 GEMM",
      implicit_gemm_configurations},
     {"conv2d_bn_silu_direct_forward", "Conv2d + BatchNorm + SiLU computed directly in fp32 (depthwise, narrow groups)",
      direct_configurations},
@@ -100,8 +100,8 @@ Kernel find_shipped_kernel(std::string_view name, std::span<const std::pair<std:
     }
     for (const auto& c : declared)
         if (!given.contains(c.name))
-            throw UsageError(fmt::format("constant {} of kernel {} is missing: give it with -D {}=VALUE", c.name, name,
-                                         c.name));
+            throw UsageError(
+                fmt::format("constant {} of kernel {} is missing: give it with -D {}=VALUE", c.name, name, c.name));
     for (const auto& k : configurations)
         if (std::all_of(k.constants().begin(), k.constants().end(), [&](const Constant& c) {
                 return std::any_of(constants.begin(), constants.end(),

@@ -82,17 +82,17 @@ void run_launches(const RuntimeOp& op, Runtime& runtime, const Stream& stream, s
         pack(i, args);
         args.check_complete();
         const Dims g = grid_of(i), c = op.cluster_for_launch(i);
-        runtime.launch_packed(kernel, stream,
-                              {{g[0], g[1], g[2]}, {block[0], block[1], block[2]}, op.shared_bytes_for_launch(i),
-                               {c[0], c[1], c[2]}},
-                              args.data());
+        runtime.launch_packed(
+            kernel, stream,
+            {{g[0], g[1], g[2]}, {block[0], block[1], block[2]}, op.shared_bytes_for_launch(i), {c[0], c[1], c[2]}},
+            args.data());
     }
 }
 
 void check_inputs(const RuntimeOp& op, const OpCall& call) {
     if (call.inputs.size() != op.n_activation_inputs())
-        throw UsageError(fmt::format("op takes {} activation inputs, {} were given", op.n_activation_inputs(),
-                                     call.inputs.size()));
+        throw UsageError(
+            fmt::format("op takes {} activation inputs, {} were given", op.n_activation_inputs(), call.inputs.size()));
 }
 
 }  // namespace
@@ -101,7 +101,8 @@ void RuntimeOp::forward(Runtime& runtime, const Stream& stream, const OpCall& ca
     check_inputs(*this, call);
     const InputShapes shapes(call.inputs);
     run_launches(
-        *this, runtime, stream, n_launches(), block(), [&](std::size_t i) -> const Kernel& { return kernel_for_launch(i); },
+        *this, runtime, stream, n_launches(), block(),
+        [&](std::size_t i) -> const Kernel& { return kernel_for_launch(i); },
         [&](std::size_t i, ArgVisitor& v) { pack_args_for_launch(i, call, v); },
         [&](std::size_t i) { return grid_for_launch(i, shapes.view(), call.output_shape); });
 }

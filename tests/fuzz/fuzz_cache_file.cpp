@@ -21,20 +21,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fs::create_directories(root / "fresh");
     fs::create_directories(root / "found");
     const fs::path file = root / "import.sqlite3";
-    std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+    std::ofstream(file, std::ios::binary)
+        .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
     fs::copy_file(file, root / "found" / kjit::Cache::file_name);
     try {
         kjit::Cache fresh(root / "fresh");
         (void)fresh.import_from(file);
         (void)fresh.entries();
-    } catch (const kjit::Error&) {
-    }
+    } catch (const kjit::Error&) {}
     try {
         kjit::Cache found(root / "found");
         (void)found.find(kjit::CacheKey{1, 2});
         (void)found.entries();
         (void)found.verify();
-    } catch (const kjit::Error&) {
-    }
+    } catch (const kjit::Error&) {}
     return 0;
 }

@@ -24,7 +24,7 @@ const fs::path& directory() {
         auto d = fs::temp_directory_path() / ("kjit-fuzz-row-" + std::to_string(::getpid()));
         fs::create_directories(d);
         kjit::set_log_sink([](kjit::LogLevel, std::string_view) {});  // warnings are expected here
-        kjit::Cache{d};  // creates the schema
+        kjit::Cache{d};                                               // creates the schema
         return d;
     }();
     return dir;
@@ -87,7 +87,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
         (void)cache.entries();
         (void)cache.verify();
-    } catch (const kjit::Error&) {
-    }
+    } catch (const kjit::Error&) {}
     return 0;
 }

@@ -10,7 +10,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                                      kjit::DeviceTraits(132, 232448, true));  // an H200
         for (const auto& node : plan.nodes())
             if (!node.op || plan.values()[node.output].shape.empty()) __builtin_trap();
-    } catch (const kjit::UsageError&) {
-    }
+    } catch (const kjit::UsageError&) {}
     return 0;
 }

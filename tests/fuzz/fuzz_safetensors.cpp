@@ -9,7 +9,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (const auto& [name, t] : kjit::parse_safetensors(file))
             if (t.data.data() < file.data() || t.data.data() + t.data.size() > file.data() + file.size())
                 __builtin_trap();  // a tensor pointing outside the file
-    } catch (const kjit::UsageError&) {
-    }
+    } catch (const kjit::UsageError&) {}
     return 0;
 }

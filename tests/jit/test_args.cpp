@@ -19,7 +19,9 @@ public:
 };
 
 template <class K, class... A>
-concept launchable = requires(const K& k, const Stream& s, A... a) { k.launch(s, Dim3{}, Dim3{}, a...); };
+concept launchable = requires(const K& k, const Stream& s, A... a) {
+    k.launch(s, Dim3{}, Dim3{}, a...);
+};
 }  // namespace
 
 TEST_CASE("the packer lays out each argument where cuLaunchKernel will read it") {
@@ -49,7 +51,8 @@ TEST_CASE("typed Arg values are checked against the signature, pointee type incl
 
     ArgPack wrong_pointee(signature, "k");
     CHECK_THROWS_WITH_AS(wrong_pointee.push(Arg(reinterpret_cast<std::int32_t*>(0x1000))),
-                         doctest::Contains("argument 1 ('x') of kernel k must be f32*, but i32* was given"), UsageError);
+                         doctest::Contains("argument 1 ('x') of kernel k must be f32*, but i32* was given"),
+                         UsageError);
     ArgPack wrong_scalar(signature, "k");
     wrong_scalar.push(Arg(x));
     CHECK_THROWS_WITH_AS(wrong_scalar.push(Arg(std::int64_t{3})), doctest::Contains("must be i32, but i64 was given"),
@@ -80,11 +83,11 @@ TEST_CASE("typed kernels: the signature comes from the parameter list, launch() 
 
     static_assert(launchable<Scale, float*, float*, std::int32_t>);
     static_assert(launchable<Scale, const float*, float*, std::int32_t>);  // const input is fine
-    static_assert(!launchable<Scale, float*, float*>);                      // too few
-    static_assert(!launchable<Scale, float*, float*, std::int32_t, int>);   // too many
-    static_assert(!launchable<Scale, float*, float*, std::int64_t>);        // wrong width
-    static_assert(!launchable<Scale, float*, float*, double>);              // no silent conversion
-    static_assert(!launchable<Scale, int*, float*, std::int32_t>);          // wrong pointee
+    static_assert(!launchable<Scale, float*, float*>);                     // too few
+    static_assert(!launchable<Scale, float*, float*, std::int32_t, int>);  // too many
+    static_assert(!launchable<Scale, float*, float*, std::int64_t>);       // wrong width
+    static_assert(!launchable<Scale, float*, float*, double>);             // no silent conversion
+    static_assert(!launchable<Scale, int*, float*, std::int32_t>);         // wrong pointee
 
     // Construction needs kernels_src/scale.cu, which does not ship: a clear error, not a crash.
     CHECK_THROWS_WITH_AS(Scale(2), doctest::Contains("unknown kernel 'scale'"), UsageError);

@@ -76,8 +76,8 @@ TEST_CASE("the key changes with the body, a header, a constant, an option, the a
 TEST_CASE("option lists are canonical: fixed order, arch spelled one way") {
     CompileOptions o = test::options_for("90");
     CHECK(o.arch.name() == "sm_90");
-    CHECK(o.canonical() == std::vector<std::string>{"--std=c++17", "-default-device", "--gpu-architecture=sm_90",
-                                                    "--ptxas-options=-v"});
+    CHECK(o.canonical() ==
+          std::vector<std::string>{"--std=c++17", "-default-device", "--gpu-architecture=sm_90", "--ptxas-options=-v"});
     o.line_info = true;
     o.defines = {{"A", "1"}, {"B", ""}};
     CHECK(o.canonical().back() == "-DB");

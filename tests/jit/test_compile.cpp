@@ -44,8 +44,12 @@ TEST_CASE("the resource report is read from ptxas' verbose log") {
         "ptxas         .     16 bytes stack frame, 12 bytes spill stores, 20 bytes spill loads\n"
         "ptxas info    : Used 40 registers, used 1 barriers, 33024 bytes smem, 392 bytes cmem[0]\n";
     const ResourceReport r = parse_ptxas_report(log, "k_entry_point");
-    CHECK(r == ResourceReport{.registers = 40, .spill_store_bytes = 12, .spill_load_bytes = 20,
-                              .shared_static_bytes = 33024, .stack_frame_bytes = 16, .constant_bytes = 392,
+    CHECK(r == ResourceReport{.registers = 40,
+                              .spill_store_bytes = 12,
+                              .spill_load_bytes = 20,
+                              .shared_static_bytes = 33024,
+                              .stack_frame_bytes = 16,
+                              .constant_bytes = 392,
                               .barriers = 1});
     CHECK(parse_ptxas_report(log, "missing_entry_point") == ResourceReport{});
 }

@@ -53,7 +53,8 @@ TEST_CASE("invalid specs are rejected with the rule that broke") {
     };
     const std::vector<Param> params{{"x", {Scalar::f32, true}}};
     CHECK(message({"bad-name", {}, params}).find("not a C identifier") != std::string::npos);
-    CHECK(message({"k", {{"A", std::int64_t{1}}, {"A", std::int64_t{2}}}, params}).find("given twice") != std::string::npos);
+    CHECK(message({"k", {{"A", std::int64_t{1}}, {"A", std::int64_t{2}}}, params}).find("given twice") !=
+          std::string::npos);
     CHECK(message({"k", {}, {{"x", {Scalar::f64, true}}}}).find("has type f64*") != std::string::npos);
     CHECK(message({"k", {}, {{"x", {Scalar::u8}}}}).find("has type u8") != std::string::npos);
     CHECK(message({"k", {}, {{"x", {Scalar::i32}}, {"x", {Scalar::i32}}}}).find("appears twice") != std::string::npos);

@@ -105,7 +105,8 @@ TEST_CASE("single-flight: 8 threads asking for one missing kernel cause exactly 
 TEST_CASE("a failed compile is not memoised: every caller sees the error") {
     test::TempDir dir;
     Runtime rt(dir.path());
-    const Kernel broken(KernelSpec{"broken", {}, {{"x", {Scalar::f32, true}}}}, "__device__ void broken(float* x) { nope; }");
+    const Kernel broken(KernelSpec{"broken", {}, {{"x", {Scalar::f32, true}}}},
+                        "__device__ void broken(float* x) { nope; }");
     CHECK_THROWS_AS((void)rt.compile(broken, test::options_for("sm_90")), CompileError);
     CHECK_THROWS_AS((void)rt.compile(broken, test::options_for("sm_90")), CompileError);
     CHECK(rt.stats().compiles == 0);

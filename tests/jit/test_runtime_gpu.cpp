@@ -44,7 +44,8 @@ double relative_error(const std::vector<T>& out, const std::vector<double>& ref)
 }
 
 /// y, read back from `dy`, equals a·x + b·y0 to fp32 rounding.
-void check_affine(const DeviceBuffer& dy, const std::vector<float>& x, const std::vector<float>& y0, double a, double b) {
+void check_affine(const DeviceBuffer& dy, const std::vector<float>& x, const std::vector<float>& y0, double a,
+                  double b) {
     std::vector<float> y(x.size());
     dy.download(std::span<float>(y));
     std::vector<double> ref(x.size());
@@ -53,8 +54,8 @@ void check_affine(const DeviceBuffer& dy, const std::vector<float>& x, const std
 }
 
 /// The shipped axpby as a typed kernel class: arguments checked at compile time.
-class AxpbyF32 : public TypedKernel<param<"x", float*>, param<"y", float*>, param<"alpha", float>,
-                                    param<"beta", float>, param<"n", std::int64_t>> {
+class AxpbyF32 : public TypedKernel<param<"x", float*>, param<"y", float*>, param<"alpha", float>, param<"beta", float>,
+                                    param<"n", std::int64_t>> {
 public:
     explicit AxpbyF32(std::int64_t items)
         : TypedKernel("axpby", {{"T", Scalar::f32}, {"BLOCK", std::int64_t{256}}, {"ITEMS", items}}, 256) {}
@@ -173,15 +174,18 @@ TEST_CASE("outputs are written exactly where they should be: NaN poison and a Na
 TEST_CASE("more than 48 KB of dynamic shared memory: kjit raises the limit itself") {
     const auto device = Device::get(0);
     Stream stream(device);
-    const Kernel k(KernelSpec{"reverse_block", {}, {{"in", {Scalar::f32, true}}, {"out", {Scalar::f32, true}},
-                                                    {"per_block", {Scalar::i32}}}, 1024},
-                   "__device__ void reverse_block(const float* in, float* out, int per_block) {\n"
-                   "    extern __shared__ float staged[];\n"
-                   "    const long long base = (long long)blockIdx.x * per_block;\n"
-                   "    for (int i = threadIdx.x; i < per_block; i += blockDim.x) staged[i] = in[base + i];\n"
-                   "    __syncthreads();\n"
-                   "    for (int i = threadIdx.x; i < per_block; i += blockDim.x) out[base + i] = staged[per_block - 1 - i];\n"
-                   "}\n");
+    const Kernel k(
+        KernelSpec{"reverse_block",
+                   {},
+                   {{"in", {Scalar::f32, true}}, {"out", {Scalar::f32, true}}, {"per_block", {Scalar::i32}}},
+                   1024},
+        "__device__ void reverse_block(const float* in, float* out, int per_block) {\n"
+        "    extern __shared__ float staged[];\n"
+        "    const long long base = (long long)blockIdx.x * per_block;\n"
+        "    for (int i = threadIdx.x; i < per_block; i += blockDim.x) staged[i] = in[base + i];\n"
+        "    __syncthreads();\n"
+        "    for (int i = threadIdx.x; i < per_block; i += blockDim.x) out[base + i] = staged[per_block - 1 - i];\n"
+        "}\n");
     const int per_block = 40'000;  // 160 000 bytes
     const int blocks = 3;
     auto in = random_values<float>(per_block * blocks);
@@ -214,8 +218,8 @@ TEST_CASE("bad launches are refused before the driver sees them") {
     const Arg right[] = {d.as<float>(), d.as<float>(), 1.0f, 1.0f, std::int64_t{1}};
     CHECK_THROWS_WITH_AS(k.launch(stream, {.grid = {1}, .block = {512}}, right),
                          doctest::Contains("compiled for at most 256"), UsageError);
-    CHECK_THROWS_WITH_AS(k.launch(stream, {.grid = {0}, .block = {256}}, right),
-                         doctest::Contains("at least 1"), UsageError);
+    CHECK_THROWS_WITH_AS(k.launch(stream, {.grid = {0}, .block = {256}}, right), doctest::Contains("at least 1"),
+                         UsageError);
     k.launch(stream, {.grid = {1}, .block = {256}}, right);  // the stream is still usable
     stream.synchronize();
 }
@@ -286,7 +290,7 @@ TEST_CASE("a new runtime's load reads only the cubin from SQLite, the PTX when t
     CHECK(rt.stats().cache_hits == 1);
     CHECK(rt.stats().compiles == 0);
     CHECK(rt.compile(k, test::options_for(device.arch().name())).entry->compiled.ptx.find(".entry") !=
-          std::string::npos);  // compile() still hands out whole entries
+          std::string::npos);          // compile() still hands out whole entries
     if (device.arch().major() >= 9) {  // sm_80 SASS does not run here: its PTX is fetched and JIT-compiled
         const LoadedKernel& older = rt.load(k, device, test::options_for("sm_80"));
         CHECK(older.module.load_path() == LoadPath::ptx);

@@ -69,7 +69,8 @@ std::vector<double> add_ref(const std::vector<float>& a, const std::vector<float
     for (std::size_t i = 0; i < a.size(); ++i) y[i] = double(a[i]) + b[i];
     return y;
 }
-std::vector<double> maxpool_ref(const std::vector<float>& x, const Shape& s, int k, int stride, int pad, const Shape& o) {
+std::vector<double> maxpool_ref(const std::vector<float>& x, const Shape& s, int k, int stride, int pad,
+                                const Shape& o) {
     std::vector<double> y;
     for (std::size_t p = 0; p < s[0] * s[1]; ++p)
         for (std::size_t oh = 0; oh < o[2]; ++oh)
@@ -155,7 +156,8 @@ Weights make_weights(const ModelPlan& plan) {
         if (node.params.empty()) continue;
         const Shape& ws = node.params[0].shape;
         const std::size_t fan_in = element_count(ws) / ws[0];
-        auto weight = random_values(element_count(ws), -1.7f / std::sqrt(float(fan_in)), 1.7f / std::sqrt(float(fan_in)));
+        auto weight = random_values(element_count(ws), -1.7f / std::sqrt(float(fan_in)),
+                                    1.7f / std::sqrt(float(fan_in)));
         w.tensors[node.name + ".weight"] = {ws, weight};
         const std::size_t c = ws[0];
         auto gamma = random_values(c, 0.5f, 2), beta = random_values(c), mean = random_values(c, -0.2f, 0.2f),
@@ -187,7 +189,8 @@ std::map<std::string, std::vector<double>> reference(const ModelPlan& plan, cons
         if (node.op_name == "conv2d_bn_silu") {
             const auto* conv = dynamic_cast<const Conv2dOp*>(node.op.get());
             Conv2dAttrs attrs = conv ? conv->attrs() : Conv2dAttrs{};
-            const Conv2dShape cs{int(in0.shape[0]), int(in0.shape[1]), int(in0.shape[2]), int(in0.shape[3]), int(out[1])};
+            const Conv2dShape cs{int(in0.shape[0]), int(in0.shape[1]), int(in0.shape[2]), int(in0.shape[3]),
+                                 int(out[1])};
             const auto& [scale, shift] = w.folded.at(node.name);
             y = conv2d_bn_silu_reference(to_float(v.at(in0.name)), w.tensors.at(node.name + ".weight").second, scale,
                                          shift, attrs, cs);
@@ -313,8 +316,11 @@ public:
 private:
     Kernel kernel_{KernelSpec{"padded_copy",
                               {},
-                              {{"x", {Scalar::f32, true}}, {"y", {Scalar::f32, true}}, {"rows", {Scalar::i32}},
-                               {"row", {Scalar::i32}}, {"stride", {Scalar::i32}}},
+                              {{"x", {Scalar::f32, true}},
+                               {"y", {Scalar::f32, true}},
+                               {"rows", {Scalar::i32}},
+                               {"row", {Scalar::i32}},
+                               {"stride", {Scalar::i32}}},
                               256},
                    "__device__ void padded_copy(const float* x, float* y, int rows, int row, int stride) {\n"
                    "    for (long long i = blockIdx.x * 256ll + threadIdx.x; i < (long long)rows * stride;"

@@ -95,11 +95,10 @@ TEST_CASE("parameters are keyed {node}.{slot} with the sizes the ops ask for") {
             keys.push_back(fmt::format("{} [{}]", p.key, fmt::join(p.shape, ",")));
             floats += std::accumulate(p.shape.begin(), p.shape.end(), std::size_t{1}, std::multiplies<>());
         }
-    CHECK(keys == std::vector<std::string>{
-                      "stem.weight [16,3,3,3]", "stem.bn_scale [16]", "stem.bn_shift [16]",
-                      "a.weight [16,16,1,1]",   "a.bn_scale [16]",    "a.bn_shift [16]",
-                      "b.weight [16,16,3,3]",   "b.bn_scale [16]",    "b.bn_shift [16]",
-                      "head.weight [8,32,1,1]",  "head.bn_scale [8]",  "head.bn_shift [8]"});
+    CHECK(keys == std::vector<std::string>{"stem.weight [16,3,3,3]", "stem.bn_scale [16]", "stem.bn_shift [16]",
+                                           "a.weight [16,16,1,1]", "a.bn_scale [16]", "a.bn_shift [16]",
+                                           "b.weight [16,16,3,3]", "b.bn_scale [16]", "b.bn_shift [16]",
+                                           "head.weight [8,32,1,1]", "head.bn_scale [8]", "head.bn_shift [8]"});
     CHECK(floats == 16 * 27 + 16 * 16 + 16 * 16 * 9 + 8 * 32 + 3 * 2 * 16 + 2 * 8);
 }
 TEST_CASE("malformed graphs are errors naming the node") {
@@ -144,7 +143,8 @@ TEST_CASE("custom ops join the graph through register_op") {
         return MadeOp{std::move(op), std::move(out)};
     });
     const auto plan = ModelPlan::from_json(R"({"inputs": [{"name": "x", "shape": ["B", 4, 2, 2]}], "outputs": ["n"],
-        "nodes": [{"name": "n", "op": "twice_add", "inputs": ["x", "x"]}]})", 3, h200);
+        "nodes": [{"name": "n", "op": "twice_add", "inputs": ["x", "x"]}]})",
+                                           3, h200);
     CHECK(plan.nodes()[0].op_name == "twice_add");
     CHECK(plan.values()[plan.outputs()[0]].shape == Shape{3, 4, 2, 2});
 }

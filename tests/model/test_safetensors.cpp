@@ -77,6 +77,7 @@ TEST_CASE("safetensors: malformed files are errors saying what is wrong") {
                                         12))
               .find("share the bytes") != std::string::npos);
     CHECK(parse_error(safetensors_bytes(R"({"t": {"dtype": "F32", "shape": [4294967296, 4294967296, 4294967296],
-                                             "data_offsets": [0, 8]}})", 8))
+                                             "data_offsets": [0, 8]}})",
+                                        8))
               .find("overflows") != std::string::npos);
 }

@@ -68,8 +68,9 @@ std::size_t Cache::prune(std::uint64_t max_bytes) {
     return impl_->with_database([&](const Database& db) {
         std::vector<std::string> doomed;
         {
-            auto s = db.prepare("SELECT key, length(ptx) + length(cubin) + length(log) FROM kernels "
-                                "ORDER BY last_used_at DESC, created_at DESC");
+            auto s = db.prepare(
+                "SELECT key, length(ptx) + length(cubin) + length(log) FROM kernels "
+                "ORDER BY last_used_at DESC, created_at DESC");
             std::uint64_t kept_bytes = 0;
             while (s.step()) {
                 const auto bytes = static_cast<std::uint64_t>(s.integer(1));
@@ -91,8 +92,8 @@ std::size_t Cache::prune(std::uint64_t max_bytes) {
 
 std::size_t Cache::export_to(const fs::path& file, const std::string& arch) {
     if (fs::exists(file))
-        throw UsageError(fmt::format("{} exists: export writes a new file; remove it or choose another name",
-                                     file.string()));
+        throw UsageError(
+            fmt::format("{} exists: export writes a new file; remove it or choose another name", file.string()));
     return impl_->with_database([&](const Database& db) {
         try {
             const Attachment target(db, file, "export_target");
@@ -117,8 +118,8 @@ std::size_t Cache::export_to(const fs::path& file, const std::string& arch) {
 
 ImportReport Cache::import_from(const fs::path& file) {
     if (!fs::is_regular_file(file))
-        throw UsageError(fmt::format("{} is not a file: give the path of a cache exported with kjit cache export",
-                                     file.string()));
+        throw UsageError(
+            fmt::format("{} is not a file: give the path of a cache exported with kjit cache export", file.string()));
     return impl_->with_database([&](const Database& db) {
         auto not_a_cache = [&](std::string_view why) {
             return UsageError(fmt::format("{} is not a kjit cache ({}): give a file written by kjit cache export",
@@ -148,11 +149,13 @@ ImportReport Cache::import_from(const fs::path& file) {
         });
         Transaction t(db);
         // Tuned winners travel too; this cache's own winners stay.
-        if (sqlite3_exec(db.handle(), "SELECT 1 FROM import_source.tuned LIMIT 1", nullptr, nullptr, nullptr) == SQLITE_OK)
+        if (sqlite3_exec(db.handle(), "SELECT 1 FROM import_source.tuned LIMIT 1", nullptr, nullptr, nullptr) ==
+            SQLITE_OK)
             db.exec("INSERT OR IGNORE INTO main.tuned SELECT * FROM import_source.tuned");
         auto existing = db.prepare(fmt::format("SELECT {} FROM kernels WHERE key = ?", detail::schema::select_list()));
         for (const auto& e : incoming) {
-            const bool valid_here = existing.bind(e.key.hex()).step() && detail::decode_entry(existing).failed_checksum.empty();
+            const bool valid_here = existing.bind(e.key.hex()).step() &&
+                                    detail::decode_entry(existing).failed_checksum.empty();
             existing.reset();
             if (valid_here) {
                 ++report.kept;

@@ -32,7 +32,8 @@ std::string host_name() {
 }  // namespace
 
 std::int64_t detail::unix_now() {
-    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
 }
 
 Cache::Impl::Impl() : host(host_name()) {}
@@ -53,9 +54,10 @@ void Cache::Impl::open() {
         version = static_cast<int>(v.integer(0));
     }
     if (version > cache_schema_version)
-        throw Failure{fmt::format("it was written by a newer kjit (schema {}, this kjit reads {}); it is left "
-                                  "untouched. Use a kjit at least as new, or another KJIT_CACHE_DIR",
-                                  version, cache_schema_version)};
+        throw Failure{
+            fmt::format("it was written by a newer kjit (schema {}, this kjit reads {}); it is left "
+                        "untouched. Use a kjit at least as new, or another KJIT_CACHE_DIR",
+                        version, cache_schema_version)};
     if (read_only) {
         if (version != cache_schema_version) throw Failure{"it is read-only and holds no kjit cache"};
         warn_once(fmt::format("kernel cache {} is read-only: new compilations are kept in memory only", path.string()));
@@ -66,8 +68,9 @@ void Cache::Impl::open() {
     if (version == 0 || !db->has_table("tuned") || !db->has_table("claims")) {  // new, or from before a table
         Transaction t(*db);
         db->exec(detail::schema::tables_sql("main"));
-        db->exec(fmt::format("INSERT INTO kjit_schema (version) SELECT {0} WHERE NOT EXISTS (SELECT 1 FROM kjit_schema)",
-                             cache_schema_version));
+        db->exec(
+            fmt::format("INSERT INTO kjit_schema (version) SELECT {0} WHERE NOT EXISTS (SELECT 1 FROM kjit_schema)",
+                        cache_schema_version));
         t.commit();
     }
 }
@@ -75,8 +78,8 @@ void Cache::Impl::open() {
 std::optional<CacheEntry> Cache::Impl::read(const CacheKey& key, Blobs blobs) {
     auto& find = find_statements[blobs == Blobs::cubin];
     if (!find)
-        find.emplace(db->prepare(fmt::format("SELECT {} FROM kernels WHERE key = ?",
-                                             detail::schema::select_list(blobs == Blobs::all))));
+        find.emplace(db->prepare(
+            fmt::format("SELECT {} FROM kernels WHERE key = ?", detail::schema::select_list(blobs == Blobs::all))));
     const std::string hex = key.hex();
     find->bind(hex);
     bool row = false;
@@ -94,9 +97,10 @@ std::optional<CacheEntry> Cache::Impl::read(const CacheKey& key, Blobs blobs) {
     find->reset();
     if (!bad.empty()) {
         refused.insert(key);
-        detail::warn(fmt::format("cache entry {} ({}) in {} failed its {} checksum: ignoring it; it is recompiled "
-                                 "and replaced",
-                                 e.readable_id, hex, path.string(), bad));
+        detail::warn(
+            fmt::format("cache entry {} ({}) in {} failed its {} checksum: ignoring it; it is recompiled "
+                        "and replaced",
+                        e.readable_id, hex, path.string(), bad));
         return std::nullopt;
     }
     if (!read_only) {  // usage bookkeeping, written in batches (flush_hits)
@@ -149,8 +153,7 @@ void Cache::Impl::drop_database() noexcept {
     if (db) {
         try {
             flush_hits();
-        } catch (const Failure&) {
-        }
+        } catch (const Failure&) {}
     }
     for (auto& f : find_statements) f.reset();
     db.reset();

@@ -15,9 +15,7 @@ using detail::sqlite::Transaction;
 
 namespace {
 /// Whether process `pid` on this host still runs (a claim's owner).
-bool process_alive(std::int64_t pid) {
-    return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
-}
+bool process_alive(std::int64_t pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
 }  // namespace
 
 /// One transaction: the entry is there, or a live process holds an unexpired claim on the key,

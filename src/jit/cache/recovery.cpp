@@ -33,16 +33,17 @@ void Cache::Impl::set_aside(const Failure& failure) {
     if (detail::file_id(path) == opened) {  // else another process replaced it already: just reopen
         fs::rename(path, aside, ec);
         if (ec)
-            return to_memory(
-                Failure{fmt::format("{}; moving it aside to {} failed: {}", failure.what, aside.string(), ec.message())});
+            return to_memory(Failure{
+                fmt::format("{}; moving it aside to {} failed: {}", failure.what, aside.string(), ec.message())});
         // A stale WAL must never be replayed into the fresh database.
         for (const char* suffix : {"-wal", "-shm"}) {
             std::error_code ignored;
             fs::rename(path.string() + suffix, aside.string() + suffix, ignored);
         }
-        detail::warn(fmt::format("the kernel cache {} is damaged ({}): moved it to {} and started a fresh one; "
-                                 "its kernels are recompiled as they are needed",
-                                 path.string(), failure.what, aside.string()));
+        detail::warn(
+            fmt::format("the kernel cache {} is damaged ({}): moved it to {} and started a fresh one; "
+                        "its kernels are recompiled as they are needed",
+                        path.string(), failure.what, aside.string()));
     }
     try {
         open();

@@ -11,10 +11,30 @@ namespace kjit::detail::schema {
 /// select_list() and, plus one, its parameter index in insert_sql().
 namespace column {
 enum : int {
-    key, readable_id, kernel_name, arch, nvrtc_version, options, ptx, cubin, log,
-    registers, spill_store_bytes, spill_load_bytes, shared_static_bytes, stack_frame_bytes, constant_bytes, barriers,
-    compile_ms, created_at, last_used_at, hit_count,
-    ptx_checksum, cubin_checksum, log_checksum, meta_checksum,
+    key,
+    readable_id,
+    kernel_name,
+    arch,
+    nvrtc_version,
+    options,
+    ptx,
+    cubin,
+    log,
+    registers,
+    spill_store_bytes,
+    spill_load_bytes,
+    shared_static_bytes,
+    stack_frame_bytes,
+    constant_bytes,
+    barriers,
+    compile_ms,
+    created_at,
+    last_used_at,
+    hit_count,
+    ptx_checksum,
+    cubin_checksum,
+    log_checksum,
+    meta_checksum,
     count
 };
 }  // namespace column

@@ -14,8 +14,8 @@ FoldedBatchNorm fold_batch_norm(std::span<const float> gamma, std::span<const fl
                                 std::span<const float> var, float eps) {
     const std::size_t n = gamma.size();
     require(beta.size() == n && mean.size() == n && var.size() == n,
-            "BatchNorm tensors differ in length: gamma {}, beta {}, mean {}, var {}", n, beta.size(),
-                        mean.size(), var.size());
+            "BatchNorm tensors differ in length: gamma {}, beta {}, mean {}, var {}", n, beta.size(), mean.size(),
+            var.size());
     require(eps >= 0, "BatchNorm eps = {} must not be negative", eps);
     FoldedBatchNorm bn{std::vector<float>(n), std::vector<float>(n)};
     for (std::size_t c = 0; c < n; ++c) {

@@ -22,7 +22,7 @@ std::string conv2d_problem_key(const Conv2dAttrs& a, const Conv2dShape& s) {
 }
 
 std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const std::string& config,
-                                               const DeviceTraits& device) {
+                                              const DeviceTraits& device) {
     std::map<std::string, int> values;
     std::istringstream words(config);
     for (std::string word; words >> word;) {
@@ -64,7 +64,9 @@ std::string gemm_config(const GemmTiles& t, int split) {
     return fmt::format("BLOCK_M={} BLOCK_N={} BLOCK_K={} GROUP_M={} SPLIT_K={}", t.block_m, t.block_n, t.block_k,
                        t.group_m, split);
 }
-std::string direct_config(const DirectTiles& t) { return fmt::format("BLOCK_OC={} BLOCK_OW={}", t.block_oc, t.block_ow); }
+std::string direct_config(const DirectTiles& t) {
+    return fmt::format("BLOCK_OC={} BLOCK_OW={}", t.block_oc, t.block_ow);
+}
 }  // namespace
 
 std::string conv2d_bn_silu_config(const Conv2dOp& op) {
@@ -77,8 +79,7 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
     const auto chosen = dispatch_conv2d_bn_silu(a, s, device);
     std::vector<std::string> list;
     if (dynamic_cast<const Conv2dBnSiluDirectForward*>(chosen.get())) {
-        for (const auto& t : Conv2dBnSiluDirectForward::configurations())
-            list.push_back(direct_config(t));
+        for (const auto& t : Conv2dBnSiluDirectForward::configurations()) list.push_back(direct_config(t));
         return list;
     }
     const auto [oh, ow] = conv2d_output_size(a, s);

@@ -59,8 +59,8 @@ Conv2dBnSiluDirectForward::Conv2dBnSiluDirectForward(int block_oc, int block_ow,
     const int cin_pg = shape.c_in / attrs.groups, cout_pg = shape.c_out / attrs.groups;
     const int groups_max = std::min(attrs.groups, (block_oc - 1) / cout_pg + 2);
     const int cols = (block_ow - 1) * attrs.stride_w + attrs.kernel_w;
-    const long long per_channel =
-        4LL * (1LL * groups_max * attrs.kernel_h * cols + 1LL * block_oc * attrs.kernel_h * attrs.kernel_w);
+    const long long per_channel = 4LL * (1LL * groups_max * attrs.kernel_h * cols +
+                                         1LL * block_oc * attrs.kernel_h * attrs.kernel_w);
     const long long budget = std::min<long long>(max_shared_bytes, 64 * 1024);  // leaves room for 2+ blocks/SM
     require(per_channel <= max_shared_bytes,
             "a {}x{} kernel with BLOCK_OC {} / BLOCK_OW {} needs {} bytes of shared memory per input channel: the "

@@ -25,21 +25,22 @@ double gemm_cost(const GemmTiles& t, int split_k, long long p, int n, int k, int
     const long long blocks = ceil_div<long long>(p, t.block_m) * ceil_div(n, t.block_n) * split_k;
     const long long per_sm = ceil_div<long long>(blocks, sms);
     const double math = static_cast<double>(t.block_m) * t.block_n / 512.0;  // TF32 MACs per clock per SM
-    const double traffic = (t.block_m + t.block_n) * 4.0 / 64.0;              // L2 bytes per clock per SM
+    const double traffic = (t.block_m + t.block_n) * 4.0 / 64.0;             // L2 bytes per clock per SM
     const double reduction = split_k > 1 ? 500.0 * split_k + t.block_m * t.block_n / 32.0 : 0.0;
-    return static_cast<double>(per_sm) * (static_cast<double>(k) / split_k * std::max(math, traffic) + 2000.0 + reduction);
+    return static_cast<double>(per_sm) *
+           (static_cast<double>(k) / split_k * std::max(math, traffic) + 2000.0 + reduction);
 }
 
 }  // namespace
 
 std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s,
-                                                   const DeviceTraits& device) {
+                                                  const DeviceTraits& device) {
     const auto [oh, ow] = conv2d_output_size(a, s);
     const int cin_pg = s.c_in / a.groups, cout_pg = s.c_out / a.groups;
     const bool pointwise = detail::is_pointwise(a);
     // Tensor cores pay when each group's GEMM is at least one MMA tile deep and tall.
-    const bool wide_groups = cin_pg * a.kernel_h * a.kernel_w >= 16 && cout_pg >= 16 &&
-                             a.kernel_h * a.kernel_w <= 64 && a.stride_h == a.stride_w && a.pad_h == a.pad_w;
+    const bool wide_groups = cin_pg * a.kernel_h * a.kernel_w >= 16 && cout_pg >= 16 && a.kernel_h * a.kernel_w <= 64 &&
+                             a.stride_h == a.stride_w && a.pad_h == a.pad_w;
     if (pointwise || wide_groups) {
         const long long p = 1LL * s.batch * oh * ow;
         const int k = cin_pg * a.kernel_h * a.kernel_w;
@@ -69,10 +70,10 @@ std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Co
 }
 
 std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,
-                                                   Cache& cache) {
+                                                  Cache& cache) {
     const DeviceTraits traits = DeviceTraits::of(device);
     if (const auto winner = find_tuned(cache, "conv2d_bn_silu", conv2d_problem_key(a, s), device.name(),
-                                             device.arch().name())) {
+                                       device.arch().name())) {
         try {
             return make_conv2d_bn_silu(a, s, winner->config, traits);
         } catch (const UsageError& e) {

@@ -37,11 +37,12 @@ void GemmTiles::validate(int max_shared_bytes, int split_k) const {
             block_k, group_m);
     require(block_m == 32 || block_m == 64 || block_m == 128,
             "BLOCK_M = {} must be 32, 64 or 128: each warp owns 32 columns, at most 4 warps across", block_m);
-    require(block_n % 16 == 0 && block_n <= 256, "BLOCK_N = {} must be a multiple of 16 (the MMA tile's rows), at most 256",
-            block_n);
+    require(block_n % 16 == 0 && block_n <= 256,
+            "BLOCK_N = {} must be a multiple of 16 (the MMA tile's rows), at most 256", block_n);
     require(block_n < 64 || block_n % 32 == 0,
             "BLOCK_N = {} must be a multiple of 32 from 64 on: it is split over 2 warps of 16-row tiles", block_n);
-    require(block_k % 8 == 0 && block_k <= 64, "BLOCK_K = {} must be a multiple of 8 (the MMA's k), at most 64", block_k);
+    require(block_k % 8 == 0 && block_k <= 64, "BLOCK_K = {} must be a multiple of 8 (the MMA's k), at most 64",
+            block_k);
     require(split_k >= 1 && split_k <= 8, "split_k = {} must be between 1 and 8 (a portable thread-block cluster)",
             split_k);
     require(shared_bytes(split_k) <= static_cast<unsigned>(max_shared_bytes),
@@ -105,7 +106,8 @@ void Conv2dBnSiluGemmForward::pack_args(const OpCall& call, ArgVisitor& visitor)
     const ShapeView x = call.inputs[0].shape, y = call.output_shape;
     check_rank4(x, "input x");
     require(x[0] == y[0] && x[2] == y[2] && x[3] == y[3],
-            "a 1x1 stride-1 conv keeps batch and size: input [{}] vs output [{}]", fmt::join(x, ", "), fmt::join(y, ", "));
+            "a 1x1 stride-1 conv keeps batch and size: input [{}] vs output [{}]", fmt::join(x, ", "),
+            fmt::join(y, ", "));
     const std::size_t m = x[2] * x[3];
     require(call.output_row_stride >= 0 && static_cast<std::size_t>(call.output_row_stride) >= m,
             "y_row_stride = {} is below the row length OH*OW = {}", call.output_row_stride, m);

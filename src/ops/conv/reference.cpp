@@ -33,7 +33,8 @@ std::vector<double> conv2d_bn_silu_reference(std::span<const float> x, std::span
                             for (int kw = 0; kw < a.kernel_w; ++kw) {
                                 const int iw = j * a.stride_w - a.pad_w + kw;
                                 if (iw < 0 || iw >= s.width) continue;
-                                const double xv = x[((1ULL * b * s.c_in + g * cin_pg + ci) * s.height + ih) * s.width + iw];
+                                const double xv =
+                                    x[((1ULL * b * s.c_in + g * cin_pg + ci) * s.height + ih) * s.width + iw];
                                 const double wv = w[((1ULL * oc * cin_pg + ci) * a.kernel_h + kh) * a.kernel_w + kw];
                                 acc += xv * wv;
                             }

@@ -34,8 +34,13 @@ inline CacheEntry sample_entry(std::uint64_t salt = 1) {
     e.compiled.ptx = ".version 9.0\n.target sm_90\n";
     e.compiled.cubin = {std::byte{0x7f}, std::byte{'E'}, std::byte{'L'}, std::byte{'F'}, std::byte{0}, std::byte{42}};
     e.compiled.log = "ptxas info    : Used 20 registers";
-    e.compiled.resources = {.registers = 20, .spill_store_bytes = 0, .spill_load_bytes = 0,
-                            .shared_static_bytes = 512, .stack_frame_bytes = 8, .constant_bytes = 392, .barriers = 1};
+    e.compiled.resources = {.registers = 20,
+                            .spill_store_bytes = 0,
+                            .spill_load_bytes = 0,
+                            .shared_static_bytes = 512,
+                            .stack_frame_bytes = 8,
+                            .constant_bytes = 392,
+                            .barriers = 1};
     e.compiled.compile_ms = 12.5;
     return e;
 }

@@ -116,7 +116,8 @@ TEST_CASE("crashes: 50 warms killed at random moments, the database stays sound 
     // Kill moments are drawn within the time a warm of two thirds of the list takes here.
     const auto started = std::chrono::steady_clock::now();
     REQUIRE(warm_list(dir.path(), 4, kernels).compiles == kernels);
-    const auto full_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+    const auto full_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                               started);
     std::mt19937 rng(20261130);
     std::uniform_int_distribution<int> delay_ms(0, static_cast<int>(full_ms.count() * 2 / 3));
     REQUIRE(sqlite3_exec_on(dir.path(), "DELETE FROM kernels WHERE abs(random()) % 3 != 0"));
@@ -133,7 +134,7 @@ TEST_CASE("crashes: 50 warms killed at random moments, the database stays sound 
         std::size_t present = 0;
         {
             Cache cache(dir.path());
-            REQUIRE(cache.persistent());  // it opens,
+            REQUIRE(cache.persistent());         // it opens,
             const auto faults = cache.verify();  // integrity_check ok, every checksum valid
             CHECK(faults.empty());
             for (const auto& f : faults) MESSAGE(f);
@@ -155,7 +156,7 @@ TEST_CASE("crashes: 50 warms killed at random moments, the database stays sound 
 TEST_CASE("a full disk (file size limit): kjit keeps working from memory and warns once") {
     test::TempDir dir;
     const WarmReport r = warm_list(dir.path(), 2, 8, 64 * 1024);  // a 64 KB file limit
-    CHECK(r.exit_code == 0);  // every kernel compiled and was handed out
+    CHECK(r.exit_code == 0);                                      // every kernel compiled and was handed out
     CHECK(r.compiles == 8);
     CHECK(r.warnings == 1);
     CHECK_FALSE(r.persistent);

@@ -31,7 +31,8 @@ TEST_CASE("tuned winners: stored, found by (kernel, shape, device, arch), replac
 
     cache.store(sample_entry());
     CHECK(cache.export_to(dir.path() / "shipped.sqlite3") == 1);
-    CHECK_THROWS_WITH_AS((void)cache.export_to(dir.path() / "shipped.sqlite3"), doctest::Contains("exists"), UsageError);
+    CHECK_THROWS_WITH_AS((void)cache.export_to(dir.path() / "shipped.sqlite3"), doctest::Contains("exists"),
+                         UsageError);
     test::TempDir deployed;
     Cache target(deployed.path());
     store_tuned(target, {"conv2d_bn_silu", "b1", "H200", "sm_90", "mine", 1.0});

@@ -33,8 +33,8 @@ struct Layer {
         w.resize(1ULL * s.c_out * fan_in);
         for (auto& v : w) v = unit(rng) * 1.7f / std::sqrt(float(fan_in));
         std::vector<float> gamma(s.c_out), beta(s.c_out), mean(s.c_out), var(s.c_out);
-        for (int i = 0; i < s.c_out; ++i) gamma[i] = positive(rng), beta[i] = unit(rng), mean[i] = 0.2f * unit(rng),
-                                        var[i] = positive(rng);
+        for (int i = 0; i < s.c_out; ++i)
+            gamma[i] = positive(rng), beta[i] = unit(rng), mean[i] = 0.2f * unit(rng), var[i] = positive(rng);
         auto bn = fold_batch_norm(gamma, beta, mean, var, 1e-5f);
         scale = std::move(bn.scale);
         shift = std::move(bn.shift);
@@ -65,8 +65,8 @@ Outcome run(const RuntimeOp& op, const Case& c, std::mt19937_64& rng, const Comp
         b.upload(std::span<const float>(v));
         return b;
     };
-    DeviceBuffer dx = upload(layer.x), dw = upload(layer.w), dscale = upload(layer.scale),
-                 dshift = upload(layer.shift), dy = upload(y);
+    DeviceBuffer dx = upload(layer.x), dw = upload(layer.w), dscale = upload(layer.scale), dshift = upload(layer.shift),
+                 dy = upload(y);
     const Shape x_shape{std::size_t(s.batch), std::size_t(s.c_in), std::size_t(s.height), std::size_t(s.width)};
     const Shape y_shape{std::size_t(s.batch), std::size_t(s.c_out), std::size_t(oh), std::size_t(ow)};
     const Tensor inputs[] = {{dx.as<float>(), x_shape}};
@@ -80,8 +80,8 @@ Outcome run(const RuntimeOp& op, const Case& c, std::mt19937_64& rng, const Comp
         op.pack_args({inputs, params, dy.as<float>(), y_shape, static_cast<int>(stride)}, pack);
         pack.check_complete();
         const Dims g = op.grid(y_shape), b = op.block();
-        runtime.launch_packed(k, loaded, stream, {{g[0], g[1], g[2]}, {b[0], b[1], b[2]}, op.shared_bytes_for_launch(0)},
-                              pack.data());
+        runtime.launch_packed(k, loaded, stream,
+                              {{g[0], g[1], g[2]}, {b[0], b[1], b[2]}, op.shared_bytes_for_launch(0)}, pack.data());
     }
     stream.synchronize();
     dy.download(std::span<float>(y));
@@ -186,14 +186,19 @@ TEST_CASE("GEMM kernel: the FMA path is exact to 1e-5") {
 namespace {
 const std::vector<Case> general_cases = {
     {"3x3 s1 p1", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, {2, 19, 11, 13, 37}},
-    {"3x3 s2 p1", {.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
-     {1, 16, 15, 17, 24}, 2},
+    {"3x3 s2 p1",
+     {.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
+     {1, 16, 15, 17, 24},
+     2},
     {"5x5 p2", {.kernel_h = 5, .kernel_w = 5, .pad_h = 2, .pad_w = 2}, {1, 8, 9, 10, 12}},
-    {"7x7 s2 p3 stem", {.kernel_h = 7, .kernel_w = 7, .stride_h = 2, .stride_w = 2, .pad_h = 3, .pad_w = 3},
+    {"7x7 s2 p3 stem",
+     {.kernel_h = 7, .kernel_w = 7, .stride_h = 2, .stride_w = 2, .pad_h = 3, .pad_w = 3},
      {1, 3, 32, 30, 16}},
     {"depthwise 3x3", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 32}, {2, 32, 12, 12, 32}},
-    {"grouped 3x3, 4 groups", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 4},
-     {1, 24, 10, 7, 36}, 1},
+    {"grouped 3x3, 4 groups",
+     {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 4},
+     {1, 24, 10, 7, 36},
+     1},
     {"1x1 stride 2", {.stride_h = 2, .stride_w = 2}, {2, 20, 9, 9, 30}},
     {"many input channels", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, {1, 150, 6, 70, 20}},
 };
@@ -230,9 +235,11 @@ TEST_CASE("dispatch runs real layer shapes end to end") {
         {"ResNet 1x1 256->64 at 28x28, B=2", {}, {2, 256, 28, 28, 64}},
         {"ResNet 1x1 2048->512 at 7x7", {}, {1, 2048, 7, 7, 512}},
         {"ResNet 3x3 64->64 at 28x28", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, {2, 64, 28, 28, 64}},
-        {"YOLO stem 3x3 s2", {.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
+        {"YOLO stem 3x3 s2",
+         {.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
          {1, 3, 64, 64, 16}},
-        {"depthwise 3x3 128 at 28x28", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 128},
+        {"depthwise 3x3 128 at 28x28",
+         {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 128},
          {2, 128, 28, 28, 128}},
     };
     for (const auto& c : layers) {

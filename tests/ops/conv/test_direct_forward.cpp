@@ -12,7 +12,8 @@ using test::fake;
 using test::Recorder;
 
 TEST_CASE("direct op: shapes, output size, grid and argument order") {
-    const Conv2dAttrs a{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1, .groups = 4};
+    const Conv2dAttrs a{
+        .kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1, .groups = 4};
     const Conv2dShape s{2, 16, 15, 17, 24};
     const Conv2dBnSiluDirectForward op(32, 16, a, s);
     CHECK(op.kernel().id() == "conv2d_bn_silu_direct_forward__f32__32__16");
@@ -55,6 +56,7 @@ TEST_CASE("direct constants and attributes are validated") {
     grouped.groups = 3;
     CHECK(error_of([&] { Conv2dBnSiluDirectForward(32, 32, grouped, s); }).find("must divide") != std::string::npos);
     const Conv2dAttrs huge{.kernel_h = 31, .kernel_w = 31, .pad_h = 15, .pad_w = 15};
-    CHECK(error_of([&] { Conv2dBnSiluDirectForward(64, 64, huge, {1, 8, 64, 64, 64}, 48 * 1024); }).find("Use smaller tiles") !=
-          std::string::npos);
+    CHECK(error_of([&] {
+              Conv2dBnSiluDirectForward(64, 64, huge, {1, 8, 64, 64, 64}, 48 * 1024);
+          }).find("Use smaller tiles") != std::string::npos);
 }

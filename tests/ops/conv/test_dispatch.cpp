@@ -27,18 +27,20 @@ TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwi
     CHECK(kernel({.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 16}, s) ==
           "conv2d_bn_silu_direct_forward");  // 4 input channels per group
     // Unequal strides or paddings: no kernel takes them, and dispatch says so.
-    CHECK(error_of([&] { (void)kernel({.kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 2, .pad_h = 1,
-                                       .pad_w = 1}, s); })
-              .find("one stride and one padding") != std::string::npos);
-    CHECK(error_of([&] { (void)dispatch_conv2d_bn_silu({.kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 2},
-                                                        s, h200); })
-              .find("one stride") != std::string::npos);
-    CHECK(error_of([&] { (void)dispatch_conv2d_bn_silu({.dilation_h = 2, .dilation_w = 2}, s, h200); })
-              .find("dilation") != std::string::npos);
+    CHECK(error_of([&] {
+              (void)kernel({.kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 2, .pad_h = 1, .pad_w = 1}, s);
+          }).find("one stride and one padding") != std::string::npos);
+    CHECK(error_of([&] {
+              (void)dispatch_conv2d_bn_silu({.kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 2}, s, h200);
+          }).find("one stride") != std::string::npos);
+    CHECK(error_of([&] {
+              (void)dispatch_conv2d_bn_silu({.dilation_h = 2, .dilation_w = 2}, s, h200);
+          }).find("dilation") != std::string::npos);
     CHECK(error_of([&] { (void)dispatch_conv2d_bn_silu({.groups = 3}, s, h200); }).find("must divide") !=
           std::string::npos);
-    CHECK(error_of([&] { (void)dispatch_conv2d_bn_silu({.kernel_h = 40, .kernel_w = 40}, s, h200); })
-              .find("does not fit") != std::string::npos);
+    CHECK(error_of([&] {
+              (void)dispatch_conv2d_bn_silu({.kernel_h = 40, .kernel_w = 40}, s, h200);
+          }).find("does not fit") != std::string::npos);
     // Small problems get small tiles (enough blocks for the device); big ones big tiles.
     auto gemm = [&](const Conv2dShape& shape) {
         auto op = dispatch_conv2d_bn_silu({}, shape, h200);

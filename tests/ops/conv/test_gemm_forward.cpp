@@ -79,17 +79,21 @@ TEST_CASE("GEMM op: bad tensors are refused with the reason") {
     void* const params[] = {fake(0x200), fake(0x300), fake(0x400)};
     void* const null_param[] = {fake(0x200), nullptr, fake(0x400)};
     Recorder r;
-    CHECK(error_of([&] { op.pack_args({in, null_param, fake(0x500), y, 16}, r); }).find("bn_scale is a null pointer") !=
-          std::string::npos);
-    CHECK(error_of([&] { op.pack_args({in, params, fake(0x500), y, 15}, r); }).find("below the row length") !=
-          std::string::npos);
+    CHECK(error_of([&] {
+              op.pack_args({in, null_param, fake(0x500), y, 16}, r);
+          }).find("bn_scale is a null pointer") != std::string::npos);
+    CHECK(error_of([&] {
+              op.pack_args({in, params, fake(0x500), y, 15}, r);
+          }).find("below the row length") != std::string::npos);
     const Shape wrong_size{2, 16, 5, 4};
-    CHECK(error_of([&] { op.pack_args({in, params, fake(0x500), wrong_size, 20}, r); }).find("keeps batch and size") !=
-          std::string::npos);
+    CHECK(error_of([&] {
+              op.pack_args({in, params, fake(0x500), wrong_size, 20}, r);
+          }).find("keeps batch and size") != std::string::npos);
     const Shape huge_x{70000, 8, 256, 256}, huge_y{70000, 16, 256, 256};
     const Tensor huge_in[] = {{fake(0x100), huge_x}};
-    CHECK(error_of([&] { op.pack_args({huge_in, params, fake(0x500), huge_y, 65536}, r); }).find("32-bit") !=
-          std::string::npos);
+    CHECK(error_of([&] {
+              op.pack_args({huge_in, params, fake(0x500), huge_y, 65536}, r);
+          }).find("32-bit") != std::string::npos);
 }
 TEST_CASE("split-K: clusters of split_k blocks per tile, shared memory for the partial tile") {
     const Conv2dBnSiluGemmForward plain(64, 32, 16, 8);
@@ -104,8 +108,9 @@ TEST_CASE("split-K: clusters of split_k blocks per tile, shared memory for the p
     CHECK(GemmTiles{128, 128, 16, 8}.shared_bytes(2) == 128u * 128 * 4);  // the partial tile is the larger
     CHECK(error_of([] { Conv2dBnSiluGemmForward(64, 32, 16, 8, default_max_shared_bytes, 0); }).find("split_k = 0") !=
           std::string::npos);
-    CHECK(error_of([] { Conv2dBnSiluGemmForward(64, 32, 16, 8, default_max_shared_bytes, 9); }).find("between 1 and 8") !=
-          std::string::npos);
+    CHECK(error_of([] {
+              Conv2dBnSiluGemmForward(64, 32, 16, 8, default_max_shared_bytes, 9);
+          }).find("between 1 and 8") != std::string::npos);
     const Conv2dBnSiluForward implicit_split({64, 32, 16, 8}, {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1},
                                              default_max_shared_bytes, 2);
     CHECK(implicit_split.cluster_for_launch(0) == Dims{2, 1, 1});
@@ -128,7 +133,8 @@ TEST_CASE("GEMM constants are validated at construction, naming the rule") {
     CHECK(error_of([] { Conv2dBnSiluGemmForward(128, 128, 32, 1); }) == "no error");
 }
 TEST_CASE("implicit-GEMM op: shapes, output size, grid over groups and argument order") {
-    const Conv2dAttrs a{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1, .groups = 2};
+    const Conv2dAttrs a{
+        .kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1, .groups = 2};
     const Conv2dBnSiluForward op({64, 32, 16, 8}, a);
     CHECK(op.kernel().id() == "conv2d_bn_silu_forward__f32__64__32__16__8");
     CHECK(op.block() == Dims{64, 1, 1});
@@ -153,8 +159,9 @@ TEST_CASE("implicit-GEMM op: shapes, output size, grid over groups and argument 
     op.pack_args({in, params, fake(0x500), y, 72}, pack);
     pack.check_complete();
     const Shape wrong{3, 40, 7, 9};
-    CHECK(error_of([&] { op.pack_args({in, params, fake(0x500), wrong, 72}, r); }).find("does not match") !=
-          std::string::npos);
+    CHECK(error_of([&] {
+              op.pack_args({in, params, fake(0x500), wrong, 72}, r);
+          }).find("does not match") != std::string::npos);
     CHECK(error_of([&] { Conv2dBnSiluForward({48, 32, 16, 8}, a); }).find("BLOCK_M = 48") != std::string::npos);
 }
 TEST_CASE("every configuration of the conv kernels compiles for sm_80, sm_87 and sm_90") {
@@ -176,9 +183,8 @@ TEST_CASE("every configuration of the conv kernels compiles for sm_80, sm_87 and
     for (std::size_t first = 0; first < jobs.size(); first += width) {
         std::vector<std::future<Compiled>> running;
         for (std::size_t i = first; i < std::min(jobs.size(), first + width); ++i)
-            running.push_back(std::async(std::launch::async, [&job = jobs[i]] {
-                return compile(*job.kernel, test::options_for(job.arch));
-            }));
+            running.push_back(std::async(
+                std::launch::async, [&job = jobs[i]] { return compile(*job.kernel, test::options_for(job.arch)); }));
         for (std::size_t i = first; i < std::min(jobs.size(), first + width); ++i) {
             const Compiled c = running[i - first].get();
             const Kernel& k = *jobs[i].kernel;

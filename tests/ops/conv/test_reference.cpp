@@ -23,7 +23,7 @@ TEST_CASE("the reference computes conv, BN and SiLU (checked by hand on a small 
     auto silu = [](double v) { return v / (1 + std::exp(-v)); };
     for (int p = 0; p < 4; ++p) CHECK(y[p] == doctest::Approx(silu(2 * (0.5 * x[p] - x[4 + p]) - 1)));
     std::vector<float> w3(18, 1.0f);  // sum of the 3x3 neighbourhood over both channels
-    const auto y3 = conv2d_bn_silu_reference(x, w3, scale, shift, {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1},
-                                             {1, 2, 2, 2, 1});
+    const auto y3 = conv2d_bn_silu_reference(x, w3, scale, shift,
+                                             {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, {1, 2, 2, 2, 1});
     for (int p = 0; p < 4; ++p) CHECK(y3[p] == doctest::Approx(silu(2 * 12.0 - 1)));  // every pixel sees all 8
 }
