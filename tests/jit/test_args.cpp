@@ -92,3 +92,16 @@ TEST_CASE("typed kernels: the signature comes from the parameter list, launch() 
     // Construction needs kernels_src/scale.cu, which does not ship: a clear error, not a crash.
     CHECK_THROWS_WITH_AS(Scale(2), doctest::Contains("unknown kernel 'scale'"), UsageError);
 }
+
+TEST_CASE("a typed view of a kernel shares its state, and only fits the kernel's own signature") {
+    const Kernel scale = test::scale_kernel();  // (f32* in, f32* out, i32 n)
+    using ScaleView = TypedKernel<param<"in", float*>, param<"out", float*>, param<"n", std::int32_t>>;
+    const ScaleView view(scale);
+    CHECK(&view.state() == &scale.state());  // the same memos: one hot slot, one key per options
+    CHECK(view.id() == scale.id());
+    using WrongType = TypedKernel<param<"in", float*>, param<"out", float*>, param<"n", std::int64_t>>;
+    CHECK_THROWS_WITH_AS(WrongType{scale}, doctest::Contains("its typed view must have the same signature"),
+                         UsageError);
+    using WrongName = TypedKernel<param<"x", float*>, param<"out", float*>, param<"n", std::int32_t>>;
+    CHECK_THROWS_AS(WrongName{scale}, UsageError);
+}

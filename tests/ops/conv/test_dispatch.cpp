@@ -63,3 +63,10 @@ TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwi
     const auto tight = dispatch_conv2d_bn_silu({}, {32, 256, 56, 56, 256}, {132, 48 * 1024, true});
     CHECK(tight->shared_bytes_for_launch(0) <= 48u * 1024);
 }
+
+TEST_CASE("device traits are stated in full: no count may be zero or negative") {
+    CHECK_THROWS_WITH_AS(DeviceTraits(0, 232448, true), doctest::Contains("must be positive"), UsageError);
+    CHECK_THROWS_AS(DeviceTraits(132, -1, true), UsageError);
+    const DeviceTraits h100(114, 232448, true);
+    CHECK(h100.multiprocessors == 114);
+}
