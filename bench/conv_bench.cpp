@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -61,15 +62,29 @@ Buffers make_buffers(const Device& device, const Conv2dAttrs& a, const Conv2dSha
 
 /// Median µs of one forward: captured once into a CUDA graph, each replay timed with events
 /// (the PyTorch side does the same), so host-side launch cost stays out of kernel time.
+/// `op`'s launch, its kernel compiled for `arch` (e.g. sm_90a) where given, else for the device's.
+void launch(const RuntimeOp& op, const Stream& stream, const OpCall& call, const std::optional<Arch>& arch) {
+    auto& rt = Runtime::global();
+    if (!arch) return op.forward(rt, stream, call);
+    const Kernel& k = op.kernel_for_launch(0);
+    const LoadedKernel& loaded = rt.load(k, stream.device(), CompileOptions{.arch = *arch});
+    ArgPack pack(k.params(), k.id());
+    op.pack_args(call, pack);
+    pack.check_complete();
+    const Dims g = op.grid(call.output_shape), bl = op.block(), c = op.cluster_for_launch(0);
+    rt.launch_packed(k, loaded, stream,
+                     {{g[0], g[1], g[2]}, {bl[0], bl[1], bl[2]}, op.shared_bytes_for_launch(0), {c[0], c[1], c[2]}},
+                     pack.data());
+}
+
 double time_op(const RuntimeOp& op, const Stream& stream, Buffers& b, const Conv2dAttrs& a, const Conv2dShape& s,
-               int iterations) {
+               int iterations, const std::optional<Arch>& arch) {
     const auto [oh, ow] = conv2d_output_size(a, s);
     const Shape xs{std::size_t(s.batch), std::size_t(s.c_in), std::size_t(s.height), std::size_t(s.width)};
     const Shape ys{std::size_t(s.batch), std::size_t(s.c_out), std::size_t(oh), std::size_t(ow)};
     const Tensor inputs[] = {{b.x.as<float>(), xs}};
     void* const params[] = {b.w.as<float>(), b.scale.as<float>(), b.shift.as<float>()};
-    auto& rt = Runtime::global();
-    auto once = [&] { op.forward(rt, stream, {inputs, params, b.y.as<float>(), ys, oh * ow}); };
+    auto once = [&] { launch(op, stream, {inputs, params, b.y.as<float>(), ys, oh * ow}, arch); };
     for (int i = 0; i < 3; ++i) once();  // compile/load and warm up
     const Graph graph = Graph::capture(stream, once);
     for (int i = 0; i < 3; ++i) graph.launch(stream);
@@ -93,19 +108,20 @@ int main(int argc, char** argv) try {
     bool quick = false;
     std::string only_layer, only_config;
     int only_batch = 0;
-    const option options[] = {{"quick", no_argument, nullptr, 'q'},
-                              {"layer", required_argument, nullptr, 'l'},
-                              {"batch", required_argument, nullptr, 'b'},
-                              {"config", required_argument, nullptr, 'c'},
-                              {nullptr, 0, nullptr, 0}};
+    std::optional<Arch> arch;  // compile for this target (e.g. sm_90a) instead of the device's
+    const option options[] = {{"quick", no_argument, nullptr, 'q'},       {"layer", required_argument, nullptr, 'l'},
+                              {"batch", required_argument, nullptr, 'b'}, {"config", required_argument, nullptr, 'c'},
+                              {"arch", required_argument, nullptr, 'a'},  {nullptr, 0, nullptr, 0}};
     for (int opt; (opt = getopt_long(argc, argv, "", options, nullptr)) != -1;) {
         switch (opt) {
             case 'q': quick = true; break;
             case 'l': only_layer = optarg; break;
             case 'b': only_batch = std::atoi(optarg); break;
             case 'c': only_config = optarg; break;
+            case 'a': arch = Arch::parse(optarg); break;
             default:
-                std::fprintf(stderr, "usage: %s [--quick] [--layer TEXT] [--batch N] [--config TEXT]\n", argv[0]);
+                std::fprintf(stderr, "usage: %s [--quick] [--layer TEXT] [--batch N] [--config TEXT] [--arch ARCH]\n",
+                             argv[0]);
                 return 2;
         }
     }
@@ -114,7 +130,7 @@ int main(int argc, char** argv) try {
     const auto traits = DeviceTraits::of(device);
     const int iterations = quick ? 20 : 100;
     std::printf("{\"context\": {\"device\": \"%s\", \"arch\": \"%s\", \"nvrtc\": \"%s\"}}\n", device.name().c_str(),
-                device.arch().name().c_str(), nvrtc_version().c_str());
+                (arch ? *arch : device.arch()).name().c_str(), nvrtc_version().c_str());
     for (const std::span<const Layer> group :
          {std::span<const Layer>(pointwise), std::span<const Layer>(three_by_three)}) {
         for (const Layer& l : group)
@@ -129,11 +145,11 @@ int main(int argc, char** argv) try {
                 for (const auto& config : conv2d_bn_silu_candidates(l.attrs, s, traits)) {
                     if (config.find(only_config) == std::string::npos) continue;
                     const auto op = make_conv2d_bn_silu(l.attrs, s, config, traits);
-                    const double us = time_op(*op, stream, b, l.attrs, s, iterations);
+                    const double us = time_op(*op, stream, b, l.attrs, s, iterations, arch);
                     if (us < best) best = us, best_id = config;
                 }
                 const auto chosen = dispatch_conv2d_bn_silu(l.attrs, s, traits);
-                const double chosen_us = time_op(*chosen, stream, b, l.attrs, s, iterations);
+                const double chosen_us = time_op(*chosen, stream, b, l.attrs, s, iterations, arch);
                 const int oh = conv2d_output_size(l.attrs, s).first;
                 std::printf(
                     "{\"layer\": \"%s\", \"batch\": %d, \"c_in\": %d, \"c_out\": %d, \"hw\": %d, \"out_hw\": %d, "

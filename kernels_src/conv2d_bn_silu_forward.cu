@@ -2,8 +2,8 @@
 // SiLU as an implicit GEMM on tensor cores, one GEMM per group:
 //   Y_g[n, j] = silu(scale[n] · Σ_k W_g[n, k] · patch_j[k] + shift[n])
 // with k = (ci, kh, kw) over the group's input channels and j = (b, oh, ow). Patches are
-// gathered from x straight into shared memory: the im2col matrix never exists. The GEMM core
-// (tensor cores, cp.async pipeline, epilogue) is kjit/gemm.cuh.
+// gathered from x straight into shared memory: the im2col matrix never exists. The GEMM
+// (tile scheduler, mainloop, epilogue) is kjit/gemm.cuh; this file is its column policy.
 #include "kjit/gemm.cuh"
 
 namespace implicit_gemm {
@@ -83,11 +83,10 @@ __device__ __forceinline__ void conv2d_bn_silu_forward(const float* x, const flo
     const int cin_pg = C_IN / groups, cout_pg = C_OUT / groups;
     const int M = OH * OW, K = cin_pg * KH * KW;
     const long long P = (long long)B * M;
-    const kjit::TileCoord tile = kjit::grouped_tile(gemm::tile_index(), (int)kjit::ceil_div<long long>(P, BLOCK_M),
-                                                    kjit::ceil_div(cout_pg, BLOCK_N), GROUP_M);
-    const long long col0 = (long long)tile.m * BLOCK_M;
+    const gemm::Tile tile = gemm::this_tile<BLOCK_M, BLOCK_N, GROUP_M>(P, cout_pg);
+    const long long col0 = tile.col0;
     const float* w_group = w + (long long)g * cout_pg * K;
-    const gemm::Weights<BLOCK_M, BLOCK_N, BLOCK_K> weights{w_group, K, cout_pg, tile.n * BLOCK_N,
+    const gemm::Weights<BLOCK_M, BLOCK_N, BLOCK_K> weights{w_group, K, cout_pg, tile.row0,
                                                            K % 4 == 0 && gemm::aligned_16(w_group)};
     implicit_gemm::Columns<BLOCK_M, BLOCK_N, BLOCK_K> columns{x + (long long)g * cin_pg * H * W,
                                                               P,

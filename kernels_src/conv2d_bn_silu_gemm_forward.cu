@@ -2,7 +2,7 @@
 //   Y[n, j] = silu(scale[n] · Σ_k W[n, k] · X[k, j] + shift[n])
 // with n an output channel, k an input channel and j = b·M + m a column over every pixel of
 // every image: folding the batch into the columns keeps 7×7 layers from wasting their tiles.
-// The GEMM core (tensor cores, cp.async pipeline, epilogue) is kjit/gemm.cuh.
+// The GEMM (tile scheduler, mainloop, epilogue) is kjit/gemm.cuh; this file is its column policy.
 #include "kjit/gemm.cuh"
 
 namespace pointwise {
@@ -52,10 +52,9 @@ __device__ __forceinline__ void conv2d_bn_silu_gemm_forward(const float* x, cons
                                                             int M, int y_row_stride)
 {
     const long long P = (long long)B * M;
-    const kjit::TileCoord tile = kjit::grouped_tile(gemm::tile_index(), (int)kjit::ceil_div<long long>(P, BLOCK_M),
-                                                    kjit::ceil_div(C_OUT, BLOCK_N), GROUP_M);
-    const long long col0 = (long long)tile.m * BLOCK_M;
-    const gemm::Weights<BLOCK_M, BLOCK_N, BLOCK_K> weights{w, C_IN, C_OUT, tile.n * BLOCK_N,
+    const gemm::Tile tile = gemm::this_tile<BLOCK_M, BLOCK_N, GROUP_M>(P, C_OUT);
+    const long long col0 = tile.col0;
+    const gemm::Weights<BLOCK_M, BLOCK_N, BLOCK_K> weights{w, C_IN, C_OUT, tile.row0,
                                                            C_IN % 4 == 0 && gemm::aligned_16(w)};
     pointwise::Columns<BLOCK_M, BLOCK_N, BLOCK_K> columns{
         x, P, M, C_IN, (long long)C_OUT * y_row_stride, M % 4 == 0 && gemm::aligned_16(x), {}};

@@ -79,9 +79,11 @@ Outcome run(const RuntimeOp& op, const Case& c, std::mt19937_64& rng, const Comp
         ArgPack pack(k.params(), k.id());
         op.pack_args({inputs, params, dy.as<float>(), y_shape, static_cast<int>(stride)}, pack);
         pack.check_complete();
-        const Dims g = op.grid(y_shape), b = op.block();
-        runtime.launch_packed(k, loaded, stream,
-                              {{g[0], g[1], g[2]}, {b[0], b[1], b[2]}, op.shared_bytes_for_launch(0)}, pack.data());
+        const Dims g = op.grid(y_shape), b = op.block(), cl = op.cluster_for_launch(0);
+        runtime.launch_packed(
+            k, loaded, stream,
+            {{g[0], g[1], g[2]}, {b[0], b[1], b[2]}, op.shared_bytes_for_launch(0), {cl[0], cl[1], cl[2]}},
+            pack.data());
     }
     stream.synchronize();
     dy.download(std::span<float>(y));
@@ -251,4 +253,47 @@ TEST_CASE("dispatch runs real layer shapes end to end") {
         CAPTURE(o.error);
         check(o, gemm ? 2e-3 : 1e-5);
     }
+}
+
+TEST_CASE("sm_90a: the wgmma mainloop of both tensor-core kernels on ragged shapes, split-K included") {
+    const auto device = Device::get(0);
+    if (device.arch() != Arch(9, 0)) {
+        MESSAGE("the wgmma mainloop needs an sm_90 device (its sm_90a cubin loads on no other): not on this one");
+        return;
+    }
+    const CompileOptions sm90a{.arch = Arch(9, 0, 'a')};
+    const int smem = device.max_shared_bytes_per_block();
+    const std::vector<Case> ragged = {
+        {"channels 24 -> 40, 7x7, B=2", {}, {2, 24, 7, 7, 40}},
+        {"channels 200 -> 255, 13x11, padded rows", {}, {1, 200, 13, 11, 255}, 3},
+        {"K = 3, N = 130, B=37, 3x3", {}, {37, 3, 3, 3, 130}},
+    };
+    for (const GemmTiles t :
+         {GemmTiles{64, 64, 16, 8}, GemmTiles{64, 64, 32, 8}, GemmTiles{64, 128, 16, 8}, GemmTiles{64, 128, 32, 8},
+          GemmTiles{128, 64, 16, 8}, GemmTiles{128, 64, 32, 8}, GemmTiles{128, 128, 16, 8}, GemmTiles{128, 128, 32, 8}})
+        for (int split : {1, 2, 3}) {
+            const Conv2dBnSiluGemmForward pointwise(t.block_m, t.block_n, t.block_k, t.group_m, smem, split);
+            const Compiled compiled = compile(pointwise.kernel(), sm90a);
+            CAPTURE(pointwise.kernel().id());
+            REQUIRE(compiled.ptx.find("wgmma.mma_async.sync.aligned.m64n") != std::string::npos);
+            CHECK(compiled.log.find("C7515") == std::string::npos);  // wgmma not serialised
+            CHECK(compiled.resources.spill_store_bytes == 0);
+            for (const auto& cases : {gemm_cases, ragged})
+                for (const auto& c : cases) {
+                    CAPTURE(split);
+                    CAPTURE(c.name);
+                    const Outcome o = run(pointwise, c, rng(), &sm90a);
+                    CAPTURE(o.error);
+                    check(o, 2e-3);
+                }
+            if (split == 3) continue;
+            for (const auto& c : general_cases) {
+                const Conv2dBnSiluForward implicit(t, c.attrs, smem, split);
+                CAPTURE(implicit.kernel().id());
+                CAPTURE(c.name);
+                const Outcome o = run(implicit, c, rng(), &sm90a);
+                CAPTURE(o.error);
+                check(o, 2e-3);
+            }
+        }
 }

@@ -209,3 +209,30 @@ TEST_CASE("the GEMM kernel's FMA path: on archs without TF32 MMA, and when asked
     CHECK(forced.ptx.find("mma.sync") == std::string::npos);
     CHECK(forced.ptx.find("cp.async") != std::string::npos);  // still pipelined
 }
+
+TEST_CASE(
+    "sm_90a builds take the wgmma mainloop for its tiles, unserialised and unspilled, other tiles keep mma.sync") {
+    const CompileOptions sm90a = test::options_for("sm_90a");
+    const Conv2dAttrs k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+    std::vector<std::future<void>> running;
+    for (const auto& t : GemmTiles::configurations()) {
+        const bool wgmma = t.block_m % 64 == 0 && (t.block_n == 64 || t.block_n == 128);
+        for (const Kernel& k : {Conv2dBnSiluGemmForward(t.block_m, t.block_n, t.block_k, t.group_m).kernel(),
+                                Conv2dBnSiluForward(t, k3).kernel()})
+            running.push_back(std::async(std::launch::async, [k, wgmma, &sm90a] {
+                const Compiled c = compile(k, sm90a);
+                // CHECK is not thread-safe in doctest: collect, check on the main thread.
+                if ((c.ptx.find("wgmma.mma_async") != std::string::npos) != wgmma ||
+                    (c.ptx.find("mma.sync") != std::string::npos) == wgmma)
+                    throw UsageError(k.id() + ": the wrong mainloop for sm_90a");
+                if (c.log.find("C7515") != std::string::npos) throw UsageError(k.id() + ": wgmma serialised (C7515)");
+                if (c.resources.spill_store_bytes || c.resources.spill_load_bytes)
+                    throw UsageError(k.id() + ": registers spill");
+            }));
+        if (running.size() >= 2 * std::thread::hardware_concurrency()) {
+            for (auto& f : running) CHECK_NOTHROW(f.get());
+            running.clear();
+        }
+    }
+    for (auto& f : running) CHECK_NOTHROW(f.get());
+}

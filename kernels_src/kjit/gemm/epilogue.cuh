@@ -1,0 +1,108 @@
+// The epilogue the GEMM mainloops share: the split-K reduction of a cluster's partial tiles
+// through distributed shared memory, then BN + SiLU in registers, straight to y — nothing
+// outside y's valid region is written.
+#pragma once
+#include "kjit/bn_silu.cuh"
+#include "kjit/gemm/tile_scheduler.cuh"
+#include "kjit/gemm/tiles.cuh"
+#include "kjit/ptx.cuh"
+
+namespace gemm {
+
+/// Calls f(element, flat index) for every element of a (nested) accumulator array, unrolled:
+/// the flat index of acc[i][j][e] is (i·J + j)·E + e.
+template <class F, int N>
+__device__ __forceinline__ void for_each_accumulator(float (&a)[N], F&& f, int base = 0)
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i) f(a[i], base * N + i);
+}
+template <class F, class Inner, int N>
+__device__ __forceinline__ void for_each_accumulator(Inner (&a)[N], F&& f, int base = 0)
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i) for_each_accumulator(a[i], f, base * N + i);
+}
+
+/// Split-K inside a cluster of `split` blocks of THREADS: every block parks its partial tile in
+/// its own shared memory (the pipeline's, free once every copy is in); block 0 adds the others'
+/// through the cluster. Returns whether this block goes on to the epilogue (block 0 only).
+template <int THREADS, class Acc>
+__device__ __forceinline__ bool reduce_split_k(Acc& acc, float* shared, SplitK s)
+{
+    const int split = s.split, rank = s.rank;
+    if (split == 1) return true;
+    kjit::copy_wait<0>();
+    __syncthreads();
+    // partial[slot][thread], slot the accumulator's flat index: conflict-free, the same in every block.
+    float* partial = shared;
+    for_each_accumulator(acc, [&](float& v, int slot) { partial[slot * THREADS + threadIdx.x] = v; });
+    kjit::cluster_sync();
+    if (rank == 0) {
+        const unsigned mine = kjit::shared_address(partial + threadIdx.x);
+        for (int other = 1; other < split; ++other)
+            for_each_accumulator(
+                acc, [&](float& v, int slot) { v += kjit::load_from_cluster_block(mine + slot * THREADS * 4, other); });
+    }
+    kjit::cluster_sync();  // the others stay until block 0 has read their partials
+    return rank == 0;
+}
+
+/// y[n][col] = silu(scale[n]·acc + shift[n]) for this thread's fragments of the tile whose first
+/// row is `row0` (of N) and first column `col0`; `columns` says where each column's output goes.
+template <int BLOCK_M, int BLOCK_N, int BLOCK_K, class Columns>
+__device__ __forceinline__ void store_bn_silu(const Accumulators<BLOCK_M, BLOCK_N, BLOCK_K>& acc, int row0, int N,
+                                              const Columns& columns, long long col0, const float* bn_scale,
+                                              const float* bn_shift, float* y, int y_row_stride, int warp_row,
+                                              int warp_col)
+{
+    using T = Tiles<BLOCK_M, BLOCK_N, BLOCK_K>;
+    const int g = threadIdx.x % 32 / 4, q = threadIdx.x % 4;
+    Column cols[T::FRAGS_M][2];
+#pragma unroll
+    for (int j = 0; j < T::FRAGS_M; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) cols[j][h] = columns.column(col0 + warp_col + j * 8 + 2 * q + h);
+#pragma unroll
+    for (int i = 0; i < T::FRAGS_N; ++i)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int n = row0 + warp_row + i * 16 + g + half * 8;
+            if (n >= N) continue;
+            const float scale = bn_scale[n], shift = bn_shift[n];
+            float* y_row = y + (long long)n * y_row_stride;
+#pragma unroll
+            for (int j = 0; j < T::FRAGS_M; ++j)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    if (cols[j][h].valid)
+                        y_row[cols[j][h].y_offset] = kjit::bn_silu(acc[i][j][half * 2 + h], scale, shift);
+        }
+}
+
+/// The sm90 epilogue: the same BN + SiLU store for the wgmma accumulator layout, where thread
+/// (warp w of warpgroup q, g = lane/4, t = lane%4) holds columns 64q + 16w + g (+8) and rows
+/// 8j + 2t (+1) of the tile.
+template <int BLOCK_N, class Columns>
+__device__ __forceinline__ void store_bn_silu_sm90(const Sm90Accumulators<BLOCK_N>& acc, int row0, int N,
+                                                   const Columns& columns, long long col0, const float* bn_scale,
+                                                   const float* bn_shift, float* y, int y_row_stride)
+{
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int first = threadIdx.x / 128 * 64 + threadIdx.x / 32 % 4 * 16 + g;
+    const Column cols[2] = {columns.column(col0 + first), columns.column(col0 + first + 8)};
+#pragma unroll
+    for (int j = 0; j < BLOCK_N / 8; ++j)
+#pragma unroll
+        for (int v0 = 0; v0 < 2; ++v0) {
+            const int n = row0 + 8 * j + 2 * t + v0;
+            if (n >= N) continue;
+            const float scale = bn_scale[n], shift = bn_shift[n];
+            float* y_row = y + (long long)n * y_row_stride;
+#pragma unroll
+            for (int v1 = 0; v1 < 2; ++v1)
+                if (cols[v1].valid) y_row[cols[v1].y_offset] = kjit::bn_silu(acc[v0 + 2 * v1 + 4 * j], scale, shift);
+        }
+}
+
+}  // namespace gemm
