@@ -268,9 +268,9 @@ TEST_CASE("sm_90a: the wgmma mainloop of both tensor-core kernels on ragged shap
         {"channels 200 -> 255, 13x11, padded rows", {}, {1, 200, 13, 11, 255}, 3},
         {"K = 3, N = 130, B=37, 3x3", {}, {37, 3, 3, 3, 130}},
     };
-    for (const GemmTiles t :
-         {GemmTiles{64, 64, 16, 8}, GemmTiles{64, 64, 32, 8}, GemmTiles{64, 128, 16, 8}, GemmTiles{64, 128, 32, 8},
-          GemmTiles{128, 64, 16, 8}, GemmTiles{128, 64, 32, 8}, GemmTiles{128, 128, 16, 8}, GemmTiles{128, 128, 32, 8}})
+    static const GemmTiles wgmma_tiles[] = {{64, 64, 16, 8},  {64, 64, 32, 8},  {64, 128, 16, 8},  {64, 128, 32, 8},
+                                            {128, 64, 16, 8}, {128, 64, 32, 8}, {128, 128, 16, 8}, {128, 128, 32, 8}};
+    for (const GemmTiles& t : test::configurations_to_test(std::span<const GemmTiles>(wgmma_tiles)))
         for (int split : {1, 2, 3}) {
             const Conv2dBnSiluGemmForward pointwise(t.block_m, t.block_n, t.block_k, t.group_m, smem, split);
             const Compiled compiled = compile(pointwise.kernel(), sm90a);
