@@ -4,6 +4,7 @@
 // W is row-major [N, K] (Weights); X is whatever a Columns policy gathers: it provides
 // load(stage, kt), filling a [BLOCK_K][BLOCK_M] stage.
 #pragma once
+#include "kjit/gemm/pipeline.cuh"
 #include "kjit/gemm/tile_scheduler.cuh"
 #include "kjit/gemm/tiles.cuh"
 #include "kjit/ptx.cuh"
@@ -113,35 +114,17 @@ __device__ __forceinline__ void multiply_tile(float (&acc)[Tiles<BLOCK_M, BLOCK_
     }
 }
 
-/// acc += W · X over `k` (this block's K tiles), pipelined: STAGES-1 K tiles in flight while one
-/// is multiplied. Copies past the last K tile may still be in flight on return (empty groups).
+/// acc += W · X over `k` (this block's K tiles), through the cp.async pipeline.
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K, class Columns>
 __device__ __forceinline__ void mainloop_sm80(Accumulators<BLOCK_M, BLOCK_N, BLOCK_K>& acc,
                                               const Weights<BLOCK_M, BLOCK_N, BLOCK_K>& weights, const Columns& columns,
                                               KRange k, float* shared, int warp_row, int warp_col)
 {
-    using T = Tiles<BLOCK_M, BLOCK_N, BLOCK_K>;
-    float* w_tiles = shared;                        // [STAGES][W_STAGE]
-    float* x_tiles = shared + STAGES * T::W_STAGE;  // [STAGES][X_STAGE]
-    const unsigned w_stages = kjit::shared_address(w_tiles), x_stages = kjit::shared_address(x_tiles);
-    auto load = [&](int stage, int kt) {
-        weights.load(w_stages + stage * T::W_STAGE * 4, k.begin + kt);
-        columns.load(x_stages + stage * T::X_STAGE * 4, k.begin + kt);
-    };
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < k.count) load(s, s);
-        kjit::copy_commit();
-    }
-    for (int kt = 0; kt < k.count; ++kt) {
-        kjit::copy_wait<STAGES - 2>();
-        __syncthreads();  // tile kt is in; every warp is done with the stage refilled below
-        if (kt + STAGES - 1 < k.count) load((kt + STAGES - 1) % STAGES, kt + STAGES - 1);
-        kjit::copy_commit();
-        const int s = kt % STAGES;
-        multiply_tile<BLOCK_M, BLOCK_N, BLOCK_K>(acc, w_tiles + s * T::W_STAGE, x_tiles + s * T::X_STAGE, warp_row,
-                                                 warp_col);
-    }
+    run_pipeline<BLOCK_M, BLOCK_N, BLOCK_K>(
+        weights, columns, k, shared, [] {},
+        [&](const float* w_tile, unsigned, const float* x_tile) {
+            multiply_tile<BLOCK_M, BLOCK_N, BLOCK_K>(acc, w_tile, x_tile, warp_row, warp_col);
+        });
 }
 
 }  // namespace gemm

@@ -5,6 +5,7 @@
 // out as wgmma's core matrices. The stages are filled by the same cp.async pipeline and Columns
 // policies as the sm80 mainloop; each warpgroup owns 64 columns of the tile.
 #pragma once
+#include "kjit/gemm/pipeline.cuh"
 #include "kjit/gemm/tile_scheduler.cuh"
 #include "kjit/gemm/tiles.cuh"
 #include "kjit/ptx.cuh"
@@ -96,36 +97,18 @@ __device__ __forceinline__ void multiply_tile_sm90(Sm90Accumulators<BLOCK_N>& ac
 }
 #endif
 
-/// acc += W · X over `k`, pipelined as the sm80 mainloop: STAGES-1 K tiles in flight while the
-/// warpgroups multiply one.
+/// acc += W · X over `k`, through the same cp.async pipeline as the sm80 mainloop.
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K, class Columns>
 __device__ __forceinline__ void mainloop_sm90(Sm90Accumulators<BLOCK_N>& acc,
                                               const Sm90Weights<BLOCK_M, BLOCK_N, BLOCK_K>& weights,
                                               const Columns& columns, KRange k, float* shared)
 {
 #if KJIT_GEMM_SM90
-    using T = Tiles<BLOCK_M, BLOCK_N, BLOCK_K>;
-    float* w_tiles = shared;                        // [STAGES][W_STAGE]
-    float* x_tiles = shared + STAGES * T::W_STAGE;  // [STAGES][X_STAGE]
-    const unsigned w_stages = kjit::shared_address(w_tiles), x_stages = kjit::shared_address(x_tiles);
-    auto load = [&](int stage, int kt) {
-        weights.load(w_stages + stage * T::W_STAGE * 4, k.begin + kt);
-        columns.load(x_stages + stage * T::X_STAGE * 4, k.begin + kt);
-    };
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < k.count) load(s, s);
-        kjit::copy_commit();
-    }
-    for (int kt = 0; kt < k.count; ++kt) {
-        kjit::copy_wait<STAGES - 2>();
-        kjit::fence_proxy_async();  // this thread's copies of tile kt, for wgmma
-        __syncthreads();            // tile kt is in; every warp is done with the stage refilled below
-        if (kt + STAGES - 1 < k.count) load((kt + STAGES - 1) % STAGES, kt + STAGES - 1);
-        kjit::copy_commit();
-        const int s = kt % STAGES;
-        multiply_tile_sm90<BLOCK_M, BLOCK_N, BLOCK_K>(acc, w_stages + s * T::W_STAGE * 4, x_tiles + s * T::X_STAGE);
-    }
+    run_pipeline<BLOCK_M, BLOCK_N, BLOCK_K>(
+        weights, columns, k, shared, [] { kjit::fence_proxy_async(); },  // this thread's copies, for wgmma
+        [&](const float*, unsigned w_tile, const float* x_tile) {
+            multiply_tile_sm90<BLOCK_M, BLOCK_N, BLOCK_K>(acc, w_tile, x_tile);
+        });
 #endif
 }
 
