@@ -64,17 +64,8 @@ Buffers make_buffers(const Device& device, const Conv2dAttrs& a, const Conv2dSha
 /// (the PyTorch side does the same), so host-side launch cost stays out of kernel time.
 /// `op`'s launch, its kernel compiled for `arch` (e.g. sm_90a) where given, else for the device's.
 void launch(const RuntimeOp& op, const Stream& stream, const OpCall& call, const std::optional<Arch>& arch) {
-    auto& rt = Runtime::global();
-    if (!arch) return op.forward(rt, stream, call);
-    const Kernel& k = op.kernel_for_launch(0);
-    const LoadedKernel& loaded = rt.load(k, stream.device(), CompileOptions{.arch = *arch});
-    ArgPack pack(k.params(), k.id());
-    op.pack_args(call, pack);
-    pack.check_complete();
-    const Dims g = op.grid(call.output_shape), bl = op.block(), c = op.cluster_for_launch(0);
-    rt.launch_packed(k, loaded, stream,
-                     {{g[0], g[1], g[2]}, {bl[0], bl[1], bl[2]}, op.shared_bytes_for_launch(0), {c[0], c[1], c[2]}},
-                     pack.data());
+    if (arch) op.forward(Runtime::global(), stream, call, CompileOptions{.arch = *arch});
+    else op.forward(Runtime::global(), stream, call);
 }
 
 double time_op(const RuntimeOp& op, const Stream& stream, Buffers& b, const Conv2dAttrs& a, const Conv2dShape& s,

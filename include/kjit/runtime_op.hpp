@@ -132,6 +132,9 @@ public:
     /// Runs every forward launch on `stream` through `runtime`: packs (checked against each
     /// kernel's signature), then launches with block(), grid_for_launch() and shared bytes.
     void forward(Runtime& runtime, const Stream& stream, const OpCall& call) const;
+    /// The same with each kernel compiled with `options` instead of for the device's arch (e.g.
+    /// sm_90a, or with defines); each launch then looks its loaded kernel up by key.
+    void forward(Runtime& runtime, const Stream& stream, const OpCall& call, const CompileOptions& options) const;
     /// The same for the backward launches (with the same launch's shared memory and cluster);
     /// throws UsageError for an op without backward.
     void backward(Runtime& runtime, const Stream& stream, const BackwardCall& call) const;

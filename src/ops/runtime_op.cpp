@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <kjit/compile.hpp>
 #include <kjit/error.hpp>
 #include <kjit/runtime.hpp>
 
@@ -72,20 +73,22 @@ private:
     std::span<ShapeView> view_;
 };
 
-/// Runs `count` launches: kernel_of(i), packed by pack(i, visitor), on grid_of(i).
+/// Runs `count` launches: kernel_of(i), packed by pack(i, visitor), on grid_of(i); each kernel
+/// compiled for the device (through its hot slot), or with `options` where given.
 template <class KernelOf, class Pack, class GridOf>
-void run_launches(const RuntimeOp& op, Runtime& runtime, const Stream& stream, std::size_t count, Dims block,
-                  KernelOf&& kernel_of, Pack&& pack, GridOf&& grid_of) {
+void run_launches(const RuntimeOp& op, Runtime& runtime, const Stream& stream, const CompileOptions* options,
+                  std::size_t count, Dims block, KernelOf&& kernel_of, Pack&& pack, GridOf&& grid_of) {
     for (std::size_t i = 0; i < count; ++i) {
         const Kernel& kernel = kernel_of(i);
         ArgPack args(kernel.params(), kernel.id());
         pack(i, args);
         args.check_complete();
         const Dims g = grid_of(i), c = op.cluster_for_launch(i);
-        runtime.launch_packed(
-            kernel, stream,
-            {{g[0], g[1], g[2]}, {block[0], block[1], block[2]}, op.shared_bytes_for_launch(i), {c[0], c[1], c[2]}},
-            args.data());
+        const LaunchConfig config{
+            {g[0], g[1], g[2]}, {block[0], block[1], block[2]}, op.shared_bytes_for_launch(i), {c[0], c[1], c[2]}};
+        if (options)
+            runtime.launch_packed(kernel, runtime.load(kernel, stream.device(), *options), stream, config, args.data());
+        else runtime.launch_packed(kernel, stream, config, args.data());
     }
 }
 
@@ -95,16 +98,26 @@ void check_inputs(const RuntimeOp& op, const OpCall& call) {
             fmt::format("op takes {} activation inputs, {} were given", op.n_activation_inputs(), call.inputs.size()));
 }
 
+void run_forward(const RuntimeOp& op, Runtime& runtime, const Stream& stream, const OpCall& call,
+                 const CompileOptions* options) {
+    check_inputs(op, call);
+    const InputShapes shapes(call.inputs);
+    run_launches(
+        op, runtime, stream, options, op.n_launches(), op.block(),
+        [&](std::size_t i) -> const Kernel& { return op.kernel_for_launch(i); },
+        [&](std::size_t i, ArgVisitor& v) { op.pack_args_for_launch(i, call, v); },
+        [&](std::size_t i) { return op.grid_for_launch(i, shapes.view(), call.output_shape); });
+}
+
 }  // namespace
 
 void RuntimeOp::forward(Runtime& runtime, const Stream& stream, const OpCall& call) const {
-    check_inputs(*this, call);
-    const InputShapes shapes(call.inputs);
-    run_launches(
-        *this, runtime, stream, n_launches(), block(),
-        [&](std::size_t i) -> const Kernel& { return kernel_for_launch(i); },
-        [&](std::size_t i, ArgVisitor& v) { pack_args_for_launch(i, call, v); },
-        [&](std::size_t i) { return grid_for_launch(i, shapes.view(), call.output_shape); });
+    run_forward(*this, runtime, stream, call, nullptr);
+}
+
+void RuntimeOp::forward(Runtime& runtime, const Stream& stream, const OpCall& call,
+                        const CompileOptions& options) const {
+    run_forward(*this, runtime, stream, call, &options);
 }
 
 void RuntimeOp::backward(Runtime& runtime, const Stream& stream, const BackwardCall& call) const {
@@ -112,7 +125,7 @@ void RuntimeOp::backward(Runtime& runtime, const Stream& stream, const BackwardC
     check_inputs(*this, call);
     const InputShapes shapes(call.inputs);
     run_launches(
-        *this, runtime, stream, n_backward_launches(), backward_block(),
+        *this, runtime, stream, nullptr, n_backward_launches(), backward_block(),
         [&](std::size_t i) -> const Kernel& { return backward_kernel_for_launch(i); },
         [&](std::size_t i, ArgVisitor& v) { pack_backward_args_for_launch(i, call, v); },
         [&](std::size_t i) { return backward_grid_for_launch(i, shapes.view(), call.output_shape); });

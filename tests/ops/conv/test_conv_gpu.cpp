@@ -71,20 +71,9 @@ Outcome run(const RuntimeOp& op, const Case& c, std::mt19937_64& rng, const Comp
     const Shape y_shape{std::size_t(s.batch), std::size_t(s.c_out), std::size_t(oh), std::size_t(ow)};
     const Tensor inputs[] = {{dx.as<float>(), x_shape}};
     void* const params[] = {dw.as<float>(), dscale.as<float>(), dshift.as<float>()};
-    if (!options) {
-        op.forward(runtime, stream, {inputs, params, dy.as<float>(), y_shape, static_cast<int>(stride)});
-    } else {
-        const Kernel& k = op.kernel_for_launch(0);
-        const LoadedKernel& loaded = runtime.load(k, device, *options);
-        ArgPack pack(k.params(), k.id());
-        op.pack_args({inputs, params, dy.as<float>(), y_shape, static_cast<int>(stride)}, pack);
-        pack.check_complete();
-        const Dims g = op.grid(y_shape), b = op.block(), cl = op.cluster_for_launch(0);
-        runtime.launch_packed(
-            k, loaded, stream,
-            {{g[0], g[1], g[2]}, {b[0], b[1], b[2]}, op.shared_bytes_for_launch(0), {cl[0], cl[1], cl[2]}},
-            pack.data());
-    }
+    const OpCall call{inputs, params, dy.as<float>(), y_shape, static_cast<int>(stride)};
+    if (options) op.forward(runtime, stream, call, *options);
+    else op.forward(runtime, stream, call);
     stream.synchronize();
     dy.download(std::span<float>(y));
 
