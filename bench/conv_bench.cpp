@@ -1,5 +1,8 @@
-// Times the conv kernels on ResNet-50's layers: every valid configuration per shape (the best
-// is reported, and the dispatch heuristic's choice beside it). One JSON object per line.
+// Times the conv kernels on ResNet-50's layers and every distinct conv of examples/yolov8n, at
+// batch 1, 8 and 32: every valid configuration per shape (the best is reported, and the dispatch
+// heuristic's choice beside it), each as one call per CUDA-graph replay; dispatch's choice also
+// back to back (20 calls in one graph, replay time / 20: what a layer costs inside a network).
+// One JSON object per line.
 //   kjit_conv_bench [--quick] [--layer TEXT] [--batch N] [--config TEXT]
 // --layer/--config keep only layers / configurations ("BLOCK_M=128 BLOCK_N=64") containing TEXT.
 #include <getopt.h>
@@ -39,6 +42,20 @@ const Layer three_by_three[] = {
     {"3x3 s2 128->128 @56", k3s2, 128, 128, 56}, {"3x3 s2 256->256 @28", k3s2, 256, 256, 28},
     {"3x3 s2 512->512 @14", k3s2, 512, 512, 14},
 };
+// Every distinct conv of examples/yolov8n (input 320).
+const Layer yolo[] = {
+    {"yolo 1x1 32->16 @80", {}, 32, 16, 80},          {"yolo 1x1 48->32 @80", {}, 48, 32, 80},
+    {"yolo 1x1 64->32 @40", {}, 64, 32, 40},          {"yolo 1x1 96->64 @40", {}, 96, 64, 40},
+    {"yolo 1x1 128->64 @40", {}, 128, 64, 40},        {"yolo 1x1 192->32 @40", {}, 192, 32, 40},
+    {"yolo 1x1 128->64 @20", {}, 128, 64, 20},        {"yolo 1x1 192->128 @20", {}, 192, 128, 20},
+    {"yolo 1x1 256->128 @20", {}, 256, 128, 20},      {"yolo 1x1 384->64 @20", {}, 384, 64, 20},
+    {"yolo 1x1 256->128 @10", {}, 256, 128, 10},      {"yolo 1x1 384->256 @10", {}, 384, 256, 10},
+    {"yolo 1x1 512->256 @10", {}, 512, 256, 10},      {"yolo 3x3 s2 3->16 @320", k3s2, 3, 16, 320},
+    {"yolo 3x3 s2 16->32 @160", k3s2, 16, 32, 160},   {"yolo 3x3 16->16 @80", k3, 16, 16, 80},
+    {"yolo 3x3 s2 32->64 @80", k3s2, 32, 64, 80},     {"yolo 3x3 32->32 @40", k3, 32, 32, 40},
+    {"yolo 3x3 s2 64->128 @40", k3s2, 64, 128, 40},   {"yolo 3x3 64->64 @20", k3, 64, 64, 20},
+    {"yolo 3x3 s2 128->256 @20", k3s2, 128, 256, 20}, {"yolo 3x3 128->128 @10", k3, 128, 128, 10},
+};
 
 struct Buffers {
     DeviceBuffer x, w, scale, shift, y;
@@ -62,22 +79,20 @@ Buffers make_buffers(const Device& device, const Conv2dAttrs& a, const Conv2dSha
 
 /// Median µs of one forward: captured once into a CUDA graph, each replay timed with events
 /// (the PyTorch side does the same), so host-side launch cost stays out of kernel time.
-/// `op`'s launch, its kernel compiled for `arch` (e.g. sm_90a) where given, else for the device's.
-void launch(const RuntimeOp& op, const Stream& stream, const OpCall& call, const std::optional<Arch>& arch) {
-    if (arch) op.forward(Runtime::global(), stream, call, CompileOptions{.arch = *arch});
-    else op.forward(Runtime::global(), stream, call);
-}
-
+/// Median µs per call: `calls` forwards captured into one CUDA graph, each replay timed with
+/// events and divided by `calls`.
 double time_op(const RuntimeOp& op, const Stream& stream, Buffers& b, const Conv2dAttrs& a, const Conv2dShape& s,
-               int iterations, const std::optional<Arch>& arch) {
+               int iterations, int calls = 1) {
     const auto [oh, ow] = conv2d_output_size(a, s);
     const Shape xs{std::size_t(s.batch), std::size_t(s.c_in), std::size_t(s.height), std::size_t(s.width)};
     const Shape ys{std::size_t(s.batch), std::size_t(s.c_out), std::size_t(oh), std::size_t(ow)};
     const Tensor inputs[] = {{b.x.as<float>(), xs}};
     void* const params[] = {b.w.as<float>(), b.scale.as<float>(), b.shift.as<float>()};
-    auto once = [&] { launch(op, stream, {inputs, params, b.y.as<float>(), ys, oh * ow}, arch); };
+    auto once = [&] { op.forward(Runtime::global(), stream, {inputs, params, b.y.as<float>(), ys, oh * ow}); };
     for (int i = 0; i < 3; ++i) once();  // compile/load and warm up
-    const Graph graph = Graph::capture(stream, once);
+    const Graph graph = Graph::capture(stream, [&] {
+        for (int i = 0; i < calls; ++i) once();
+    });
     for (int i = 0; i < 3; ++i) graph.launch(stream);
     std::vector<Event> starts, stops;
     for (int i = 0; i < iterations; ++i) starts.emplace_back(stream.device()), stops.emplace_back(stream.device());
@@ -88,7 +103,7 @@ double time_op(const RuntimeOp& op, const Stream& stream, Buffers& b, const Conv
     }
     stream.synchronize();
     std::vector<double> us;
-    for (int i = 0; i < iterations; ++i) us.push_back(1000.0 * Event::elapsed_ms(starts[i], stops[i]));
+    for (int i = 0; i < iterations; ++i) us.push_back(1000.0 * Event::elapsed_ms(starts[i], stops[i]) / calls);
     std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
     return us[us.size() / 2];
 }
@@ -99,20 +114,19 @@ int main(int argc, char** argv) try {
     bool quick = false;
     std::string only_layer, only_config;
     int only_batch = 0;
-    std::optional<Arch> arch;  // compile for this target (e.g. sm_90a) instead of the device's
-    const option options[] = {{"quick", no_argument, nullptr, 'q'},       {"layer", required_argument, nullptr, 'l'},
-                              {"batch", required_argument, nullptr, 'b'}, {"config", required_argument, nullptr, 'c'},
-                              {"arch", required_argument, nullptr, 'a'},  {nullptr, 0, nullptr, 0}};
+    const option options[] = {{"quick", no_argument, nullptr, 'q'},
+                              {"layer", required_argument, nullptr, 'l'},
+                              {"batch", required_argument, nullptr, 'b'},
+                              {"config", required_argument, nullptr, 'c'},
+                              {nullptr, 0, nullptr, 0}};
     for (int opt; (opt = getopt_long(argc, argv, "", options, nullptr)) != -1;) {
         switch (opt) {
             case 'q': quick = true; break;
             case 'l': only_layer = optarg; break;
             case 'b': only_batch = std::atoi(optarg); break;
             case 'c': only_config = optarg; break;
-            case 'a': arch = Arch::parse(optarg); break;
             default:
-                std::fprintf(stderr, "usage: %s [--quick] [--layer TEXT] [--batch N] [--config TEXT] [--arch ARCH]\n",
-                             argv[0]);
+                std::fprintf(stderr, "usage: %s [--quick] [--layer TEXT] [--batch N] [--config TEXT]\n", argv[0]);
                 return 2;
         }
     }
@@ -121,33 +135,36 @@ int main(int argc, char** argv) try {
     const auto traits = DeviceTraits::of(device);
     const int iterations = quick ? 20 : 100;
     std::printf("{\"context\": {\"device\": \"%s\", \"arch\": \"%s\", \"nvrtc\": \"%s\"}}\n", device.name().c_str(),
-                (arch ? *arch : device.arch()).name().c_str(), nvrtc_version().c_str());
+                device.arch().name().c_str(), nvrtc_version().c_str());
     for (const std::span<const Layer> group :
-         {std::span<const Layer>(pointwise), std::span<const Layer>(three_by_three)}) {
+         {std::span<const Layer>(pointwise), std::span<const Layer>(three_by_three), std::span<const Layer>(yolo)}) {
         for (const Layer& l : group)
-            for (int batch : {1, 32}) {
+            for (int batch : {1, 8, 32}) {
                 if (std::string(l.name).find(only_layer) == std::string::npos) continue;
                 if (only_batch && batch != only_batch) continue;
                 const Conv2dShape s{batch, l.c_in, l.hw, l.hw, l.c_out};
                 Buffers b = make_buffers(device, l.attrs, s);
                 double best = 1e30;
-                std::string best_id;
+                std::string best_id, timed;  // every candidate's time: what the dispatch cost model is fitted to
                 // The same candidates `kjit tune` times.
                 for (const auto& config : conv2d_bn_silu_candidates(l.attrs, s, traits)) {
                     if (config.find(only_config) == std::string::npos) continue;
                     const auto op = make_conv2d_bn_silu(l.attrs, s, config, traits);
-                    const double us = time_op(*op, stream, b, l.attrs, s, iterations, arch);
+                    const double us = time_op(*op, stream, b, l.attrs, s, iterations);
                     if (us < best) best = us, best_id = config;
+                    timed += fmt::format("{}\"{}\": {:.3f}", timed.empty() ? "" : ", ", config, us);
                 }
                 const auto chosen = dispatch_conv2d_bn_silu(l.attrs, s, traits);
-                const double chosen_us = time_op(*chosen, stream, b, l.attrs, s, iterations, arch);
+                const double chosen_us = time_op(*chosen, stream, b, l.attrs, s, iterations);
+                constexpr int back_to_back = 20;
+                const double chosen_b2b_us = time_op(*chosen, stream, b, l.attrs, s, iterations, back_to_back);
                 const int oh = conv2d_output_size(l.attrs, s).first;
                 std::printf(
                     "{\"layer\": \"%s\", \"batch\": %d, \"c_in\": %d, \"c_out\": %d, \"hw\": %d, \"out_hw\": %d, "
                     "\"kernel\": %d, \"stride\": %d, \"best_us\": %.3f, \"best\": \"%s\", \"dispatch_us\": %.3f, "
-                    "\"dispatch\": \"%s\"}\n",
+                    "\"dispatch\": \"%s\", \"dispatch_b2b_us\": %.3f, \"candidates\": {%s}}\n",
                     l.name, batch, l.c_in, l.c_out, l.hw, oh, l.attrs.kernel_h, l.attrs.stride_h, best, best_id.c_str(),
-                    chosen_us, conv2d_bn_silu_config(*chosen).c_str());
+                    chosen_us, conv2d_bn_silu_config(*chosen).c_str(), chosen_b2b_us, timed.c_str());
                 std::fflush(stdout);
             }
     }

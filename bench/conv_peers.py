@@ -1,10 +1,13 @@
 """PyTorch peers for kjit's conv benchmark, measured in the same run on the same GPU.
 
 Reads kjit_conv_bench's JSON lines (the layer list), times for each layer: eager
-Conv2d -> BatchNorm2d -> SiLU with TF32 allowed, the BN-folded conv + SiLU, and torch.compile of
-the module (1x1 layers); measures the copy bandwidth and TF32 matrix rate ceilings. Prints JSON
-lines. Timing: each variant captured into a CUDA graph, median of per-replay CUDA-event times, as
-kjit_conv_bench does, so Python and launch overhead stay out of the comparison.
+Conv2d -> BatchNorm2d -> SiLU with TF32 allowed, the BN-folded conv + SiLU, and with --compile
+torch.compile of the module (default mode); measures the copy bandwidth and TF32 matrix rate
+ceilings. Prints JSON lines. Timing: each variant captured into a CUDA graph, median of
+per-replay CUDA-event times, as kjit_conv_bench does, so Python and launch overhead stay out of
+the comparison; once with one call per graph and once with 20 calls back to back (time / 20).
+
+  conv_peers.py KJIT_JSONL [ITERATIONS] [--compile]
 """
 import json
 import sys
@@ -19,8 +22,12 @@ torch.backends.cudnn.benchmark = True
 torch._dynamo.config.cache_size_limit = 256
 
 
-def median_us(fn, iterations):
-    """Captures fn once into a CUDA graph and times replays, as kjit_conv_bench does."""
+BACK_TO_BACK = 20
+
+
+def median_us(fn, iterations, calls=1):
+    """Captures `calls` calls of fn into a CUDA graph and times replays (µs per call), as
+    kjit_conv_bench does."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -29,7 +36,8 @@ def median_us(fn, iterations):
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        fn()
+        for _ in range(calls):
+            fn()
     for _ in range(3):
         graph.replay()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
@@ -39,7 +47,7 @@ def median_us(fn, iterations):
         graph.replay()
         stop.record()
     torch.cuda.synchronize()
-    times = sorted(1000.0 * a.elapsed_time(b) for a, b in zip(starts, stops))
+    times = sorted(1000.0 * a.elapsed_time(b) / calls for a, b in zip(starts, stops))
     return times[len(times) // 2]
 
 
@@ -66,8 +74,10 @@ def layer_module(row):
 
 
 def main():
-    rows = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")) if "layer" in r]
-    iterations = int(sys.argv[2]) if len(sys.argv) > 2 else 100
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    compile_too = "--compile" in sys.argv
+    rows = [r for r in (json.loads(l) for l in open(args[0]) if l.startswith("{")) if "layer" in r]
+    iterations = int(args[1]) if len(args) > 1 else 100
     out = {"ceilings": ceilings(), "torch": torch.__version__, "device": torch.cuda.get_device_name()}
     print(json.dumps(out), flush=True)
     modules, compiled_modules = {}, {}
@@ -82,15 +92,17 @@ def main():
         w = (conv.weight * scale[:, None, None, None]).detach()
         b = (bn.bias - scale * bn.running_mean).detach()
         result = {"layer": row["layer"], "batch": row["batch"]}
+        pad = row["kernel"] // 2
+        variants = {"eager": lambda: module(x),
+                    "folded": lambda: F.silu(F.conv2d(x, w, b, stride=row["stride"], padding=pad))}
+        if compile_too:
+            if layer not in compiled_modules:  # dynamic batch: one compile serves every batch size
+                compiled_modules[layer] = torch.compile(module, dynamic=True)
+            variants["compiled"] = (lambda c: lambda: c(x))(compiled_modules[layer])
         with torch.no_grad():
-            result["eager_us"] = median_us(lambda: module(x), iterations)
-            pad = row["kernel"] // 2
-            result["folded_us"] = median_us(lambda: F.silu(F.conv2d(x, w, b, stride=row["stride"], padding=pad)), iterations)
-            if row["kernel"] == 1:
-                if layer not in compiled_modules:  # dynamic batch: one compile serves both sizes
-                    compiled_modules[layer] = torch.compile(module, dynamic=True)
-                compiled = compiled_modules[layer]
-                result["compiled_us"] = median_us(lambda: compiled(x), iterations)
+            for name, fn in variants.items():
+                result[f"{name}_us"] = median_us(fn, iterations)
+                result[f"{name}_b2b_us"] = median_us(fn, iterations, BACK_TO_BACK)
         print(json.dumps(result), flush=True)
 
 

@@ -30,7 +30,8 @@ int main(int argc, char** argv) try {
 
     std::vector<kjit::Kernel> kernels;
     for (const auto& family : kjit::shipped_kernels())
-        for (auto& k : family.configurations()) kernels.push_back(std::move(k));
+        for (auto& k : family.configurations())  // an arch-specific kernel (sm_90a) only for its arch
+            if (k.runs_on(options.arch)) kernels.push_back(std::move(k));
 
     auto& runtime = kjit::Runtime::global();
     fmt::print("kjit: cache {}\nkjit: compiling {} kernels for {} ({}) with NVRTC {}\n\n",
@@ -44,7 +45,9 @@ int main(int argc, char** argv) try {
     for (auto& worker : workers)
         worker = std::thread([&] {
             for (std::size_t i; (i = next++) < kernels.size();) try {
-                    results[i] = runtime.compile(kernels[i], options);
+                    auto own = options;  // sm_90 → sm_90a for an arch-specific kernel
+                    own.arch = kernels[i].target(options.arch);
+                    results[i] = runtime.compile(kernels[i], own);
                 } catch (const kjit::Error& e) {
                     errors[i] = e.what();
                 }

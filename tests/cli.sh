@@ -20,6 +20,25 @@ warm)  # no GPU needed: sm_90 from the command line; a second run is all hits
   contains '"compiled": 0'
   contains '"cached": 24'
   ;;
+warm-sm90a)  # the TMA kernels build for sm_90a, also when warming for sm_90 devices; never for others
+  expect 0 "$kjit" warm --arch sm_90a --kernel conv2d_bn_silu_gemm_tma_forward --cache-dir "$dir" -j 2
+  contains "8 compiled, 0 already cached, 0 failed"
+  expect 0 "$kjit" warm --arch sm_90 --kernel conv2d_bn_silu_gemm_tma_forward --cache-dir "$dir" -j 2
+  contains "0 compiled, 8 already cached, 0 failed"
+  expect 0 "$kjit" warm --arch sm_80 --kernel conv2d_bn_silu_gemm_tma_forward --cache-dir "$dir" -j 2
+  contains "0 compiled, 0 already cached, 0 failed"
+  contains "8 arch-specific configurations skipped"
+  expect 0 "$kjit" cache ls --cache-dir "$dir"
+  grep -q "sm_80" <<<"$out" && fail "an sm_80 entry of an sm_90a-only kernel: $out"
+  args=(conv2d_bn_silu_gemm_tma_forward -D BLOCK_M=128 -D BLOCK_N=128 -D STAGES=5 -D GROUP_M=8 --cache-dir "$dir")
+  expect 0 "$kjit" ptx "${args[@]}" --arch sm_90a
+  contains "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32"
+  contains "cp.async.bulk.tensor.3d"
+  expect 0 "$kjit" ptx "${args[@]}" --arch sm_90 --resources  # a 9.0 device's build is the sm_90a one
+  contains "for sm_90a:"
+  expect 2 "$kjit" ptx "${args[@]}" --arch sm_80
+  contains "built for sm_90a only, not for sm_80"
+  ;;
 ptx)  # the entry symbol and TF32 tensor-core MMAs; the source; the resource report
   args=(conv2d_bn_silu_gemm_forward -D BLOCK_M=128 -D BLOCK_N=128 -D BLOCK_K=32 -D GROUP_M=8 --arch sm_90 --cache-dir "$dir")
   expect 0 "$kjit" ptx "${args[@]}"

@@ -7,6 +7,7 @@
 #include <string>
 
 #include <kjit/kernel.hpp>
+#include <kjit/tensor_map.hpp>
 
 namespace kjit {
 
@@ -26,21 +27,28 @@ public:
     virtual void visit_u64(std::uint64_t v) = 0;
     virtual void visit_f32(float v) = 0;
     virtual void visit_f64(double v) = 0;
+    /// The map is referenced, not copied: it must outlive the launch the arguments are for.
+    virtual void visit_tensor_map(const TensorMap& map) = 0;
 };
 
-/// One typed argument for the generic launch: `Arg(x_ptr)`, `Arg(std::int32_t{n})`.
+/// One typed argument for the generic launch: `Arg(x_ptr)`, `Arg(std::int32_t{n})`, `Arg(map)`
+/// (a TensorMap is referenced: it must outlive the launch).
 class Arg {
 public:
     template <kernel_argument T>
-    Arg(T value) noexcept : type_(param_type_v<T>) {  // NOLINT: implicit by design
+    requires(!std::is_same_v<T, TensorMap>) Arg(T value)
+    noexcept  // NOLINT: implicit by design
+        : type_(param_type_v<T>) {
         std::memcpy(bytes_.data(), &value, sizeof(T));
     }
+    Arg(const TensorMap& map) noexcept : type_(param_type_v<TensorMap>), external_(&map) {}  // NOLINT: implicit
     [[nodiscard]] ParamType type() const noexcept { return type_; }
-    [[nodiscard]] const void* data() const noexcept { return bytes_.data(); }
+    [[nodiscard]] const void* data() const noexcept { return external_ ? external_ : bytes_.data(); }
 
 private:
     ParamType type_;
     alignas(8) std::array<unsigned char, 8> bytes_{};
+    const void* external_ = nullptr;
 };
 
 /// Builds the `void**` array cuLaunchKernel takes, checking each argument against the
@@ -65,6 +73,7 @@ public:
     void visit_u64(std::uint64_t v) override;
     void visit_f32(float v) override;
     void visit_f64(double v) override;
+    void visit_tensor_map(const TensorMap& map) override;
 
     /// Throws UsageError unless every parameter received exactly one argument.
     void check_complete() const;
@@ -73,6 +82,7 @@ public:
 
 private:
     void append(const void* bytes, std::size_t size, ParamType given, bool pointer_only);
+    void check_next(ParamType given, bool pointer_only) const;
     [[noreturn]] void mismatch(std::string_view given) const;
 
     std::span<const Param> signature_;

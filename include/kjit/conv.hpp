@@ -13,6 +13,7 @@
 #include <kjit/cache.hpp>
 #include <kjit/device_traits.hpp>
 #include <kjit/runtime_op.hpp>
+#include <kjit/tensor_map.hpp>
 #include <kjit/typed_kernel.hpp>
 
 namespace kjit {
@@ -63,6 +64,23 @@ struct GemmTiles {
     /// GROUP_M ≥ 1, split_k in 1…8, shared memory over `max_shared_bytes`).
     void validate(int max_shared_bytes, int split_k = 1) const;
     friend bool operator==(const GemmTiles&, const GemmTiles&) = default;
+};
+
+/// Tile constants of the Hopper 1×1 kernel (kernels_src/kjit/gemm_sm90.cuh): BLOCK_M pixels (64
+/// per consumer warpgroup) by BLOCK_N output channels per tile, STAGES K steps of 32 in flight,
+/// GROUP_M column tiles per L2-sharing group.
+struct Sm90Tiles {
+    int block_m, block_n, stages, group_m;
+
+    /// Every configuration warm-up and the across-configuration tests iterate.
+    [[nodiscard]] static std::span<const Sm90Tiles> configurations();
+    /// The deepest pipeline (at most 8 stages) a BLOCK_M × BLOCK_N tile fits in `max_shared_bytes`.
+    [[nodiscard]] static int max_stages(int block_m, int block_n, int max_shared_bytes);
+    [[nodiscard]] unsigned threads() const;
+    [[nodiscard]] unsigned shared_bytes() const;
+    /// Throws UsageError naming the rule a constant breaks.
+    void validate(int max_shared_bytes) const;
+    friend bool operator==(const Sm90Tiles&, const Sm90Tiles&) = default;
 };
 
 /// Tile constants of the direct kernel: output channels and output pixels per block.
@@ -135,6 +153,40 @@ public:
     void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
 };
 
+/// 1×1, stride 1, unpadded, ungrouped Conv2d + BN + SiLU on Hopper (sm_90a, 9.0 devices only):
+/// the GEMM of Conv2dBnSiluGemmForward fed by TMA through an mbarrier pipeline, TF32 wgmma,
+/// a producer and BLOCK_M/64 consumer warpgroups, a persistent grid of min(tiles, SMs) blocks,
+/// and an epilogue through shared memory with TMA stores. The tensor maps are built once per
+/// pointer set and shape and kept by the op. TMA needs OH·OW and C_IN multiples of 4 and
+/// 16-byte aligned tensors: conv2d_tma_unsupported_reason says why a layer cannot be run so.
+class Conv2dBnSiluGemmTmaForward final : public Conv2dOp {
+public:
+    using KernelType = TypedKernel<param<"x_map", TensorMap>, param<"w_map", TensorMap>, param<"y_map", TensorMap>,
+                                   param<"bn_scale", float*>, param<"bn_shift", float*>, param<"B", std::int32_t>,
+                                   param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>, param<"M", std::int32_t>>;
+
+    /// Throws UsageError for invalid tiles or a device that is not 9.0.
+    Conv2dBnSiluGemmTmaForward(const Sm90Tiles& tiles, const DeviceTraits& device, float bn_eps = 1e-5f);
+    ~Conv2dBnSiluGemmTmaForward() override;
+
+    [[nodiscard]] const Sm90Tiles& tiles() const noexcept { return tiles_; }
+
+    /// Throws UsageError where TMA cannot take the tensors (their strides or alignment).
+    void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
+    [[nodiscard]] Dims grid(ShapeView output_shape) const override;
+    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return tiles_.shared_bytes(); }
+
+private:
+    class MapCache;
+    Sm90Tiles tiles_;
+    int multiprocessors_;
+    std::unique_ptr<MapCache> maps_;
+};
+
+/// Why the Hopper 1×1 kernel cannot take this layer on this device, in words ("" when it can).
+[[nodiscard]] std::string conv2d_tma_unsupported_reason(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                        const DeviceTraits& device);
+
 /// The arguments of the general conv kernels, in order; `Extra` ones follow.
 template <class... Extra>
 using GeneralConvKernel =
@@ -193,11 +245,16 @@ private:
 };
 
 /// The op for a Conv2d + BN + SiLU layer: the 1×1 GEMM kernel for 1×1 / stride 1 / pad 0 /
-/// groups 1; the implicit-GEMM kernel for other layers whose groups are wide enough for tensor
+/// groups 1 (on a 9.0 device its TMA + wgmma form where TMA takes the shape:
+/// conv2d_tma_unsupported_reason); the implicit-GEMM kernel for other layers whose groups are wide enough for tensor
 /// cores; the direct kernel for depthwise and narrow groups. Tiles from a heuristic on the
 /// problem and device. Throws UsageError for attributes no kernel supports.
 [[nodiscard]] std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                                 const DeviceTraits& device);
+/// Why dispatch_conv2d_bn_silu picks the kernel it does, in words ("the TMA + wgmma kernel
+/// (sm_90a)", "the sm80 mainloop (cp.async + mma.sync): TMA needs OH*OW a multiple of 4 …").
+[[nodiscard]] std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                         const DeviceTraits& device);
 /// dispatch_conv2d_bn_silu, preferring a winner `kjit tune` stored in `cache` for this layer,
 /// device name and arch.
 [[nodiscard]] std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
@@ -206,7 +263,8 @@ private:
 /// A canonical text for a layer ("b32_c256x56x56_o64_k1x1_s1x1_p0x0_g1"): the key of tuned winners.
 [[nodiscard]] std::string conv2d_problem_key(const Conv2dAttrs& attrs, const Conv2dShape& shape);
 /// The op for a layer from a configuration written as the tuner writes it:
-/// "BLOCK_M=64 BLOCK_N=64 BLOCK_K=32 GROUP_M=8 SPLIT_K=2" (GEMM kernels; SPLIT_K optional) or
+/// "BLOCK_M=64 BLOCK_N=64 BLOCK_K=32 GROUP_M=8 SPLIT_K=2" (GEMM kernels; SPLIT_K optional),
+/// "TMA=1 BLOCK_M=128 BLOCK_N=128 STAGES=4 GROUP_M=8" (the Hopper 1×1 kernel) or
 /// "BLOCK_OC=32 BLOCK_OW=64" (the direct kernel). Throws UsageError for unknown or missing keys
 /// and invalid values.
 [[nodiscard]] std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,

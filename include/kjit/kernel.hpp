@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -9,25 +10,30 @@
 #include <variant>
 #include <vector>
 
+#include <kjit/arch.hpp>
+
 namespace kjit {
 
 struct CompileOptions;
 struct LaunchConfig;
 class Stream;
 class Arg;
+struct TensorMap;
 namespace detail {
 struct KernelState;
 }  // namespace detail
 
-/// Element and scalar types a kernel parameter or type constant may have.
-enum class Scalar : std::uint8_t { boolean, u8, i32, i64, u32, u64, f16, bf16, f32, f64 };
+/// Element and scalar types a kernel parameter or type constant may have; `tensor_map` is a
+/// by-value TMA descriptor parameter (kjit/tensor_map.hpp).
+enum class Scalar : std::uint8_t { boolean, u8, i32, i64, u32, u64, f16, bf16, f32, f64, tensor_map };
 
 /// "f32", "bf16", "bool", … (used in readable ids and messages).
 [[nodiscard]] std::string_view short_name(Scalar s) noexcept;
 /// The CUDA C++ spelling NVRTC sees: "float", "long long", "kjit::f16", …
 [[nodiscard]] std::string_view cuda_type(Scalar s) noexcept;
 
-/// A parameter type: a pointer to f32/f16/bf16/i32/i64/u8, or a scalar i32/i64/u32/u64/f32/f64/bool.
+/// A parameter type: a pointer to f32/f16/bf16/i32/i64/u8, or a scalar i32/i64/u32/u64/f32/f64/bool,
+/// or a TensorMap.
 struct ParamType {
     Scalar scalar;
     bool pointer = false;
@@ -69,6 +75,10 @@ struct scalar_of<float> {
 template <>
 struct scalar_of<double> {
     static constexpr Scalar value = Scalar::f64;
+};
+template <>
+struct scalar_of<TensorMap> {
+    static constexpr Scalar value = Scalar::tensor_map;
 };
 }  // namespace detail
 
@@ -147,6 +157,12 @@ struct KernelSpec {
     std::vector<Constant> constants;     ///< template arguments of the body, in order
     std::vector<Param> params;           ///< entry-point parameters, in order
     unsigned max_threads_per_block = 0;  ///< > 0: `__launch_bounds__` on the entry point
+    /// > 0 (with max_threads_per_block): blocks per multiprocessor the launch bounds promise,
+    /// which caps registers per thread — what `setmaxnreg` needs to take effect.
+    unsigned min_blocks_per_multiprocessor = 0;
+    /// Set for a kernel built on arch-specific instructions (wgmma, setmaxnreg): the one target
+    /// it compiles for (sm_90a), and so the only arch whose devices run it.
+    std::optional<Arch> only_for = std::nullopt;
 };
 
 /// A kernel ready to compile and launch. Cheap to copy (copies share the immutable state and
@@ -169,6 +185,11 @@ public:
     [[nodiscard]] const std::vector<Constant>& constants() const noexcept;
     [[nodiscard]] const std::vector<Param>& params() const noexcept;
     [[nodiscard]] unsigned max_threads_per_block() const noexcept;
+    [[nodiscard]] const std::optional<Arch>& only_for() const noexcept;
+    /// Whether devices of arch `device` (sm_90 for a 9.0 device) can run this kernel.
+    [[nodiscard]] bool runs_on(Arch device) const noexcept;
+    /// What it compiles for on such a device: `device`, or only_for().
+    [[nodiscard]] Arch target(Arch device) const noexcept;
     /// Headers from kernels_src that source() includes, directly or not.
     [[nodiscard]] const std::vector<SourceFile>& headers() const noexcept;
 

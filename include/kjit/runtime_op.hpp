@@ -71,7 +71,8 @@ public:
 
     /// Activation tensors taken from predecessor nodes.
     [[nodiscard]] virtual std::size_t n_activation_inputs() const = 0;
-    /// Packs the kernel's arguments in order.
+    /// Packs the kernel's arguments in order (RuntimeOp's runners call it with the launch's
+    /// device current, so it may encode tensor maps).
     virtual void pack_args(const OpCall& call, ArgVisitor& visitor) const = 0;
     [[nodiscard]] virtual Dims grid(ShapeView output_shape) const = 0;
     /// The kernel launch `launch` runs.

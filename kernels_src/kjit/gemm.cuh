@@ -2,8 +2,8 @@
 // W is row-major [N, K]; X is whatever a Columns policy gathers (the 1×1 kernel reads pixels
 // directly, the general kernel gathers im2col patches). The parts, as CUTLASS splits them:
 //   kjit/gemm/tile_scheduler.cuh  which tile and which share of K a block computes
-//   kjit/gemm/mainloop_sm80.cuh   cp.async pipeline + mma.sync (sm_80/86/87/89, the fallback on sm_90)
-//   kjit/gemm/mainloop_sm90.cuh   the same pipeline + wgmma (sm_90a, the tiles it takes)
+//   kjit/gemm/mainloop_sm80.cuh   cp.async pipeline + mma.sync (sm_80/86/87/89, and sm_90 where TMA
+//                                 cannot take a shape; the TMA + wgmma path is kjit/gemm_sm90.cuh)
 //   kjit/gemm/epilogue.cuh        split-K reduction over a cluster, BN + SiLU, the store
 // Split-K: launched in clusters of S blocks (sm_90+), the blocks of a cluster share one output
 // tile, each takes 1/S of K, and block 0 sums the partial tiles — more blocks for small, deep
@@ -11,7 +11,6 @@
 #pragma once
 #include "kjit/gemm/epilogue.cuh"
 #include "kjit/gemm/mainloop_sm80.cuh"
-#include "kjit/gemm/mainloop_sm90.cuh"
 #include "kjit/gemm/tile_scheduler.cuh"
 
 namespace gemm {
@@ -26,16 +25,6 @@ __device__ __forceinline__ void gemm_bn_silu(const Weights<BLOCK_M, BLOCK_N, BLO
     using T = Tiles<BLOCK_M, BLOCK_N, BLOCK_K>;
     extern __shared__ __align__(16) float shared[];
     const SplitK split = this_split_k();
-#if KJIT_GEMM_SM90
-    if constexpr (sm90_tile<BLOCK_M, BLOCK_N, BLOCK_K>) {
-        Sm90Accumulators<BLOCK_N> acc = {};
-        const Sm90Weights<BLOCK_M, BLOCK_N, BLOCK_K> w{weights.w, weights.K, weights.N, weights.row0, weights.vector};
-        mainloop_sm90(acc, w, columns, this_k_range<BLOCK_K>(weights.K, split), shared);
-        if (!reduce_split_k<T::THREADS>(acc, shared, split)) return;
-        store_bn_silu_sm90<BLOCK_N>(acc, weights.row0, weights.N, columns, col0, bn_scale, bn_shift, y, y_row_stride);
-        return;
-    }
-#endif
     const int warp = threadIdx.x / 32;
     const int warp_row = warp / T::WARPS_M * T::WARP_N;  // first channel of this warp in the tile
     const int warp_col = warp % T::WARPS_M * 32;         // first column of this warp in the tile

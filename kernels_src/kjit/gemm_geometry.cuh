@@ -32,4 +32,27 @@ struct GemmGeometry {
     }
 };
 
+/// The Hopper (sm_90a, TMA + wgmma) tile: BLOCK_M pixels (64 per consumer warpgroup) × BLOCK_N
+/// channels, K in 32-float steps (one 128-byte swizzled row), STAGES of them in flight. Boxes
+/// are 32 pixels (X and Y) or 32 of K (W) wide: one 128-byte row each.
+struct Sm90Geometry {
+    int block_m, block_n, stages;
+
+    static constexpr int box = 32;      // floats in one 128-byte swizzled row
+    static constexpr int block_k = 32;  // K per stage
+
+    constexpr int consumers() const { return block_m / 64; }           // wgmma warpgroups
+    constexpr int threads() const { return 128 * (consumers() + 1); }  // + the TMA producer
+    constexpr int w_bytes() const { return block_n * box * 4; }
+    constexpr int x_box_bytes() const { return block_k * box * 4; }
+    constexpr int x_bytes() const { return block_m / box * x_box_bytes(); }
+    constexpr int stage_bytes() const { return w_bytes() + x_bytes(); }
+    constexpr int y_box_bytes() const { return block_n * box * 4; }
+    constexpr int y_bytes() const { return block_m / box * y_box_bytes(); }
+    constexpr int barriers_offset() const { return stages * stage_bytes() + y_bytes(); }
+    /// Dynamic shared memory: the stages, the output boxes, a full and an empty barrier per stage,
+    /// and the slack that aligns the start to the 1024 bytes 128-byte swizzling wants.
+    constexpr int shared_bytes() const { return barriers_offset() + 2 * stages * 8 + 1024; }
+};
+
 }  // namespace kjit

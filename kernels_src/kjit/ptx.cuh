@@ -12,6 +12,17 @@ __device__ __forceinline__ unsigned shared_address(const void* p)
     return static_cast<unsigned>(a);
 }
 
+__device__ __forceinline__ float load_shared(unsigned address)
+{
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(address) : "memory");
+    return v;
+}
+__device__ __forceinline__ void store_shared(unsigned address, float v)
+{
+    asm volatile("st.shared.f32 [%0], %1;" ::"r"(address), "f"(v) : "memory");
+}
+
 /// BYTES (4, 8 or 16) global → shared at shared address `dst`; zero-filled when !valid (src is
 /// then not read).
 template <int BYTES>

@@ -1,10 +1,106 @@
-// Thin wrappers over the sm_90a instructions of the wgmma mainloop: warpgroup MMA (TF32, A from
-// registers, B through a shared-memory descriptor), its fences and groups, and the proxy fence
-// between ordinary shared-memory writes and the async proxy that wgmma reads through. Only
-// compiled where __CUDA_ARCH_FEAT_SM90_ALL is defined (an sm_90a target).
+// Thin wrappers over the sm_90a instructions of the Hopper mainloop: tensor-memory-access (TMA)
+// copies and the mbarriers they complete on, warpgroup MMA (TF32, A from registers, B through a
+// shared-memory descriptor) with its fences and groups, register reallocation between
+// warpgroups, named barriers, and the proxy fence between ordinary shared-memory accesses and
+// the async proxy (TMA, wgmma). Only compiled for an sm_90a target (__CUDA_ARCH_FEAT_SM90_ALL).
 #pragma once
+#include "kjit/tensor_map.cuh"
 
 namespace kjit {
+
+// ---- mbarriers: a transaction count the TMA unit completes, and phases threads wait on ----
+
+__device__ __forceinline__ void mbarrier_init(unsigned bar, unsigned arrivals)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+}
+/// Makes barrier initialisation visible to the async proxy (before the first TMA completes on it).
+__device__ __forceinline__ void fence_barrier_init()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+/// One arrival that also expects `bytes` of TMA transactions in this phase.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(unsigned bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(unsigned bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+/// Waits until the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity)
+{
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "wait:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra wait;\n"
+        "}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+
+// ---- TMA: tiles between global memory (through a tensor map) and shared memory ----
+
+/// Loads the box at coordinates (c0, c1) — innermost first — into `dst`, completing on `bar`.
+__device__ __forceinline__ void tma_load(unsigned dst, const TensorMap& map, int c0, int c1, unsigned bar)
+{
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::
+            "r"(dst),
+        "l"(&map), "r"(c0), "r"(c1), "r"(bar)
+        : "memory");
+}
+__device__ __forceinline__ void tma_load(unsigned dst, const TensorMap& map, int c0, int c1, int c2, unsigned bar)
+{
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+        "[%5];\n" ::"r"(dst),
+        "l"(&map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+        : "memory");
+}
+/// Stores `src` to the box at (c0, c1, c2); elements outside the tensor are not written.
+__device__ __forceinline__ void tma_store(const TensorMap& map, unsigned src, int c0, int c1, int c2)
+{
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(&map),
+                 "r"(src), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+/// Waits until the committed stores have read their shared memory (it may be rewritten).
+__device__ __forceinline__ void tma_store_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+/// Waits until the committed stores are done.
+__device__ __forceinline__ void tma_store_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void prefetch_tensor_map(const TensorMap& map)
+{
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(&map) : "memory");
+}
+
+// ---- warpgroups: registers moved between roles, barriers over a subset of warps ----
+
+/// Raises (INC) or lowers this warpgroup's registers per thread to REGISTERS.
+template <int REGISTERS>
+__device__ __forceinline__ void setmaxnreg_inc()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGISTERS));
+}
+template <int REGISTERS>
+__device__ __forceinline__ void setmaxnreg_dec()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGISTERS));
+}
+/// Barrier `id` (1…15; 0 is __syncthreads) over `threads` threads.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---- wgmma ----
 
 /// A wgmma shared-memory descriptor, no swizzle: start address, the byte distance between core
 /// matrices adjacent in K (leading) and in N (stride), each stored >> 4 (PTX ISA, "Matrix
@@ -15,6 +111,13 @@ __device__ __forceinline__ unsigned long long wgmma_descriptor(unsigned shared_a
     return (unsigned long long)((shared_address >> 4) & 0x3fff) |
            (unsigned long long)((leading_bytes >> 4) & 0x3fff) << 16 |
            (unsigned long long)((stride_bytes >> 4) & 0x3fff) << 32;
+}
+/// The descriptor of a K-major operand in 128-byte-swizzled rows (what TMA's SWIZZLE_128B
+/// writes): 8-row atoms 1024 bytes apart, swizzle mode 1 in bits 62–63; the leading offset is
+/// unused for this layout.
+__device__ __forceinline__ unsigned long long wgmma_descriptor_swizzle128(unsigned shared_address)
+{
+    return wgmma_descriptor(shared_address, 16, 1024) | 1ull << 62;
 }
 
 /// Orders this warpgroup's register writes (A fragments, accumulators) before the wgmma that reads them.

@@ -42,7 +42,11 @@ int ptx(const PtxOptions& o) {
         fmt::print("{}", kernel.source());
         return ok;
     }
-    const Arch arch = o.arch.empty() ? local_arch_or_explain("compile") : Arch::parse(o.arch);
+    const Arch device_arch = o.arch.empty() ? local_arch_or_explain("compile") : Arch::parse(o.arch);
+    if (!kernel.runs_on(device_arch))
+        throw UsageError(fmt::format("{} is built for {} only, not for {}", kernel.id(), kernel.only_for()->name(),
+                                     device_arch.name()));
+    const Arch arch = kernel.target(device_arch);  // sm_90 → sm_90a for an arch-specific kernel, as warm does
     const auto result = runtime(o.common).compile(kernel, CompileOptions{.arch = arch});
     const Compiled& c = result.entry->compiled;
     if (o.resources) {

@@ -127,6 +127,8 @@ int run(const RunOptions& o) {
     for (const auto& c : o.config) config += (config.empty() ? "" : " ") + c;
     const auto op = config.empty() ? dispatch_conv2d_bn_silu(l.attrs, l.shape, device, rt.cache())
                                    : make_conv2d_bn_silu(l.attrs, l.shape, config, DeviceTraits::of(device));
+    // What dispatch would run and why; a tuned winner or --config may differ from it.
+    const std::string why = conv2d_bn_silu_dispatch_reason(l.attrs, l.shape, DeviceTraits::of(device));
     Stream stream(device);
     Tensors t = make_tensors(device, l);
     const double us = time_forward(*op, rt, stream, t, std::max(1, o.iters));
@@ -140,6 +142,7 @@ int run(const RunOptions& o) {
     if (o.common.json) {
         const nlohmann::json j{{"kernel", op->kernel_for_launch(0).id()},
                                {"config", conv2d_bn_silu_config(*op)},
+                               {"dispatch", why},
                                {"device", device.name()},
                                {"relative_error", error},
                                {"tolerance", tolerance},
@@ -149,10 +152,10 @@ int run(const RunOptions& o) {
         fmt::print("{}\n", j.dump(2));
     } else {
         fmt::print(
-            "{} [{}] on {}\n  error ‖y−ref‖/‖ref‖ = {:.2e} (tolerance {:.0e})\n  median {:.1f} µs over {} "
-            "graph replays, {:.1f} TFLOP/s, {:.0f} GB/s\n",
-            op->kernel_for_launch(0).id(), conv2d_bn_silu_config(*op), device.name(), error, tolerance, us, o.iters,
-            flops / us / 1e6, bytes / us / 1e3);
+            "{} [{}] on {}\n  dispatch: {}\n  error ‖y−ref‖/‖ref‖ = {:.2e} (tolerance {:.0e})\n  median {:.1f} µs over "
+            "{} graph replays, {:.1f} TFLOP/s, {:.0f} GB/s\n",
+            op->kernel_for_launch(0).id(), conv2d_bn_silu_config(*op), device.name(), why, error, tolerance, us,
+            o.iters, flops / us / 1e6, bytes / us / 1e3);
     }
     return error <= tolerance ? ok : failure;
 }

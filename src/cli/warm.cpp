@@ -38,8 +38,11 @@ int warm(const WarmOptions& o) {
         Arch arch;
     };
     std::vector<Job> jobs;
+    std::size_t other_arch = 0;  // arch-specific kernels (sm_90a) are built only for their arch's devices
     for (const auto& arch : archs)
-        for (const auto& k : kernels) jobs.push_back({&k, arch});
+        for (const auto& k : kernels)
+            if (k.runs_on(arch)) jobs.push_back({&k, k.target(arch)});
+            else ++other_arch;
 
     Runtime& rt = runtime(o.common);
     const bool tty = isatty(STDOUT_FILENO) && !o.common.json;
@@ -88,14 +91,19 @@ int warm(const WarmOptions& o) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (tty) fmt::print("\n");
     if (o.common.json) {
-        nlohmann::json j{
-            {"compiled", compiled.load()}, {"cached", cached.load()}, {"failed", failed},
-            {"seconds", seconds},          {"jobs", workers.size()},  {"cache", rt.cache().path().string()}};
+        nlohmann::json j{{"compiled", compiled.load()},        {"cached", cached.load()}, {"failed", failed},
+                         {"other_arch", other_arch},           {"seconds", seconds},      {"jobs", workers.size()},
+                         {"cache", rt.cache().path().string()}};
         fmt::print("{}\n", j.dump(2));
     } else {
         for (const auto& f : failed) fmt::print(stderr, "kjit: failed: {}\n", f);
         fmt::print("{} compiled, {} already cached, {} failed in {:.1f} s ({} jobs) into {}\n", compiled.load(),
                    cached.load(), failed.size(), seconds, workers.size(), rt.cache().path().string());
+        if (other_arch)
+            fmt::print(
+                "{} arch-specific configurations skipped: they are built only for their own arch (sm_90a for "
+                "9.0 devices)\n",
+                other_arch);
     }
     return failed.empty() ? ok : failure;
 }

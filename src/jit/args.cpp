@@ -21,18 +21,30 @@ void ArgPack::mismatch(std::string_view given) const {
                                  kernel_id_, to_string(p.type), given));
 }
 
-void ArgPack::append(const void* bytes, std::size_t size, ParamType given, bool pointer_only) {
+void ArgPack::check_next(ParamType given, bool pointer_only) const {
     if (count_ >= signature_.size()) mismatch(pointer_only ? "a pointer" : to_string(given));
     const ParamType expected = signature_[count_].type;
     const bool ok = pointer_only ? expected.pointer : expected == given;
     if (!ok) mismatch(pointer_only ? "a pointer" : to_string(given));
+}
+
+void ArgPack::append(const void* bytes, std::size_t size, ParamType given, bool pointer_only) {
+    check_next(given, pointer_only);
     storage_[count_] = 0;
     std::memcpy(&storage_[count_], bytes, size);
     pointers_[count_] = &storage_[count_];
     ++count_;
 }
 
-void ArgPack::push(const Arg& arg) { append(arg.data(), 8, arg.type(), false); }
+void ArgPack::push(const Arg& arg) {
+    if (arg.type() == param_type_v<TensorMap>) return visit_tensor_map(*static_cast<const TensorMap*>(arg.data()));
+    append(arg.data(), 8, arg.type(), false);
+}
+
+void ArgPack::visit_tensor_map(const TensorMap& map) {
+    check_next(param_type_v<TensorMap>, false);
+    pointers_[count_++] = const_cast<TensorMap*>(&map);  // cuLaunchKernel copies the 128 bytes
+}
 
 void ArgPack::visit_ptr(void* p) { append(&p, sizeof p, ParamType{Scalar::u8, true}, true); }
 void ArgPack::visit_bool(bool v) { append(&v, sizeof v, param_type_v<bool>, false); }

@@ -134,6 +134,9 @@ const std::string& nvrtc_version() {
 
 Compiled compile(const Kernel& kernel, const CompileOptions& options) {
     validate(options);
+    if (kernel.only_for() && options.arch != *kernel.only_for())
+        throw UsageError(fmt::format("{} compiles for {} only (it uses that arch's own instructions), not for {}",
+                                     kernel.id(), kernel.only_for()->name(), options.arch.name()));
     detail::keep_ptxas_report();
     const auto started = std::chrono::steady_clock::now();
     const std::string program_name = kernel.name() + ".cu";

@@ -24,6 +24,11 @@ std::string constant_text(const Constant& c, bool for_cuda) {
 
 namespace {
 
+bool uses_tensor_maps(const KernelSpec& spec) {
+    return std::any_of(spec.params.begin(), spec.params.end(),
+                       [](const Param& p) { return p.type.scalar == Scalar::tensor_map; });
+}
+
 bool uses_16bit_floats(const KernelSpec& spec) {
     auto is16 = [](Scalar s) { return s == Scalar::f16 || s == Scalar::bf16; };
     return std::any_of(spec.params.begin(), spec.params.end(), [&](const Param& p) { return is16(p.type.scalar); }) ||
@@ -38,16 +43,25 @@ bool uses_16bit_floats(const KernelSpec& spec) {
 std::string entry_point_text(const KernelSpec& spec) {
     std::vector<std::string> params, names, targs;
     for (const auto& p : spec.params) {
-        params.push_back(fmt::format("{}{} {}", cuda_type(p.type.scalar), p.type.pointer ? "*" : "", p.name));
+        // A tensor map stays in parameter space, where TMA reads it: never copied to the stack.
+        const char* qualifier = p.type.scalar == Scalar::tensor_map ? "const __grid_constant__ " : "";
+        params.push_back(
+            fmt::format("{}{}{} {}", qualifier, cuda_type(p.type.scalar), p.type.pointer ? "*" : "", p.name));
         names.push_back(p.name);
     }
     for (const auto& c : spec.constants) targs.push_back(constant_text(c, true));
-    return fmt::format(
-        "{}extern \"C\" __global__ void {}{}_entry_point({})\n{{\n    {}{}({});\n}}\n",
-        uses_16bit_floats(spec) ? "#include \"kjit/types.cuh\"\n\n" : "",
-        spec.max_threads_per_block ? fmt::format("__launch_bounds__({}) ", spec.max_threads_per_block) : "", spec.name,
-        fmt::join(params, ", "), spec.name, targs.empty() ? "" : fmt::format("<{}>", fmt::join(targs, ", ")),
-        fmt::join(names, ", "));
+    std::string includes;
+    if (uses_16bit_floats(spec)) includes += "#include \"kjit/types.cuh\"\n";
+    if (uses_tensor_maps(spec)) includes += "#include \"kjit/tensor_map.cuh\"\n";
+    std::string bounds;
+    if (spec.max_threads_per_block)
+        bounds = spec.min_blocks_per_multiprocessor
+                     ? fmt::format("__launch_bounds__({}, {}) ", spec.max_threads_per_block,
+                                   spec.min_blocks_per_multiprocessor)
+                     : fmt::format("__launch_bounds__({}) ", spec.max_threads_per_block);
+    return fmt::format("{}extern \"C\" __global__ void {}{}_entry_point({})\n{{\n    {}{}({});\n}}\n",
+                       includes.empty() ? "" : includes + "\n", bounds, spec.name, fmt::join(params, ", "), spec.name,
+                       targs.empty() ? "" : fmt::format("<{}>", fmt::join(targs, ", ")), fmt::join(names, ", "));
 }
 
 std::string readable_id(const KernelSpec& spec) {

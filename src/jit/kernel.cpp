@@ -28,6 +28,7 @@ std::string_view short_name(Scalar s) noexcept {
         case Scalar::bf16: return "bf16";
         case Scalar::f32: return "f32";
         case Scalar::f64: return "f64";
+        case Scalar::tensor_map: return "tensormap";
     }
     return "?";
 }
@@ -44,6 +45,7 @@ std::string_view cuda_type(Scalar s) noexcept {
         case Scalar::bf16: return "kjit::bf16";
         case Scalar::f32: return "float";
         case Scalar::f64: return "double";
+        case Scalar::tensor_map: return "kjit::TensorMap";
     }
     return "?";
 }
@@ -61,7 +63,7 @@ bool is_identifier(std::string_view s) {
 bool allowed(ParamType t) {
     using enum Scalar;
     static constexpr Scalar pointees[] = {f32, f16, bf16, i32, i64, u8};
-    static constexpr Scalar scalars[] = {i32, i64, u32, u64, f32, f64, boolean};
+    static constexpr Scalar scalars[] = {i32, i64, u32, u64, f32, f64, boolean, tensor_map};
     const auto& set = t.pointer ? std::span<const Scalar>(pointees) : std::span<const Scalar>(scalars);
     return std::find(set.begin(), set.end(), t.scalar) != set.end();
 }
@@ -88,12 +90,17 @@ void validate(const KernelSpec& spec) {
         if (!allowed(p.type))
             throw UsageError(fmt::format(
                 "parameter '{}' of kernel '{}' has type {}: pointers must point to f32, f16, bf16, i32, i64 or u8, "
-                "and scalars must be i32, i64, u32, u64, f32, f64 or bool",
+                "and scalars must be i32, i64, u32, u64, f32, f64, bool or tensormap",
                 p.name, spec.name, to_string(p.type)));
     }
     if (spec.max_threads_per_block > 1024)
         throw UsageError(fmt::format("kernel '{}' asks for max_threads_per_block {}: CUDA allows at most 1024",
                                      spec.name, spec.max_threads_per_block));
+    if (spec.min_blocks_per_multiprocessor && !spec.max_threads_per_block)
+        throw UsageError(
+            fmt::format("kernel '{}' sets min_blocks_per_multiprocessor without max_threads_per_block: "
+                        "launch bounds need both",
+                        spec.name));
 }
 
 }  // namespace
@@ -116,6 +123,7 @@ Kernel::Kernel(KernelSpec spec, std::string body_source) : state_(std::make_shar
     s.constants = std::move(spec.constants);
     s.params = std::move(spec.params);
     s.max_threads_per_block = spec.max_threads_per_block;
+    s.only_for = spec.only_for;
 }
 
 const std::string& Kernel::name() const noexcept { return state_->name; }
@@ -127,6 +135,11 @@ const std::string& Kernel::entry_point_name() const noexcept { return state_->en
 const std::vector<Constant>& Kernel::constants() const noexcept { return state_->constants; }
 const std::vector<Param>& Kernel::params() const noexcept { return state_->params; }
 unsigned Kernel::max_threads_per_block() const noexcept { return state_->max_threads_per_block; }
+const std::optional<Arch>& Kernel::only_for() const noexcept { return state_->only_for; }
+bool Kernel::runs_on(Arch device) const noexcept {
+    return !state_->only_for || state_->only_for->number() == device.number();
+}
+Arch Kernel::target(Arch device) const noexcept { return state_->only_for.value_or(device); }
 const std::vector<SourceFile>& Kernel::headers() const noexcept { return state_->headers; }
 
 CacheKey Kernel::key(const CompileOptions& options) const {

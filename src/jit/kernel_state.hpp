@@ -34,6 +34,7 @@ struct KernelState {
     std::vector<Constant> constants;
     std::vector<Param> params;
     unsigned max_threads_per_block = 0;
+    std::optional<Arch> only_for;
     std::vector<SourceFile> headers;
     CacheKey source_digest;  // XXH3-128 of source + headers, taken once at construction
 

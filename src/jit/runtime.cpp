@@ -116,6 +116,9 @@ struct Runtime::Impl {
     }
 
     const LoadedKernel& load(const Kernel& kernel, const Device& device, const CompileOptions& options) {
+        if (!kernel.runs_on(device.arch()))
+            throw UsageError(fmt::format("{} is built for {} only; {} is {}: pick another configuration for it",
+                                         kernel.id(), kernel.only_for()->name(), device.name(), device.arch().name()));
         const DeviceKey key{kernel.key(options), device.ordinal()};
         auto [loaded_kernel, shared] = loaded.get(key, [&] {
             auto entry = for_loading(kernel, options, key.key);
@@ -134,12 +137,13 @@ struct Runtime::Impl {
                 failure = try_load();
             }
             if (failure) {
-                if (options.arch == device.arch()) throw *failure;
+                const Arch native_arch = kernel.target(device.arch());
+                if (options.arch == native_arch) throw *failure;
                 detail::warn(fmt::format("{} built for {} does not load on {} ({}): {}; recompiling for {}",
                                          kernel.id(), options.arch.name(), device.name(), device.arch().name(),
-                                         failure->what(), device.arch().name()));
+                                         failure->what(), native_arch.name()));
                 CompileOptions native = options;
-                native.arch = device.arch();
+                native.arch = native_arch;
                 entry = compile(kernel, native).entry;
                 module.emplace(device, entry->compiled.cubin, entry->compiled.ptx);
             }
@@ -159,7 +163,7 @@ struct Runtime::Impl {
             memory_hits.fetch_add(1, std::memory_order_relaxed);
             return *hot->loaded;
         }
-        const LoadedKernel& lk = load(kernel, device, CompileOptions{.arch = device.arch()});
+        const LoadedKernel& lk = load(kernel, device, CompileOptions{.arch = kernel.target(device.arch())});
         std::lock_guard lock(state.memo_mutex);
         const detail::HotSlot* slot = nullptr;
         for (const auto& s : state.hot_slots)

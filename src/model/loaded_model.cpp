@@ -82,7 +82,7 @@ LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device,
         w = std::thread([&] {
             for (std::size_t i; (i = next++) < kernels.size();) {
                 try {
-                    (void)runtime.compile(*kernels[i], CompileOptions{.arch = device.arch()});
+                    (void)runtime.compile(*kernels[i], CompileOptions{.arch = kernels[i]->target(device.arch())});
                 } catch (...) {
                     std::lock_guard lock(failure_mutex);
                     if (!failure) failure = std::current_exception();

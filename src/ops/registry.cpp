@@ -38,6 +38,13 @@ std::vector<Kernel> gemm_configurations() {
     return kernels;
 }
 
+std::vector<Kernel> tma_gemm_configurations() {
+    const DeviceTraits hopper(132, 232448, Arch(9, 0));  // every 9.0 device builds the same kernels
+    std::vector<Kernel> kernels;
+    for (const auto& t : Sm90Tiles::configurations()) kernels.push_back(Conv2dBnSiluGemmTmaForward(t, hopper).kernel());
+    return kernels;
+}
+
 std::vector<Kernel> implicit_gemm_configurations() {
     std::vector<Kernel> kernels;
     for (const auto& t : GemmTiles::configurations())
@@ -62,6 +69,8 @@ std::vector<Kernel> single_configuration() {
 const KernelFamily families[] = {
     {"axpby", "y = alpha*x + beta*y over n elements (f32, i32)", axpby_configurations},
     {"conv2d_bn_silu_gemm_forward", "1x1 Conv2d + BatchNorm + SiLU as a TF32 tensor-core GEMM", gemm_configurations},
+    {"conv2d_bn_silu_gemm_tma_forward", "the same on Hopper: TMA + wgmma, warp-specialised, persistent (sm_90a only)",
+     tma_gemm_configurations},
     {"conv2d_bn_silu_forward", "Conv2d (any size, stride, padding, groups) + BatchNorm + SiLU as an implicit TF32 GEMM",
      implicit_gemm_configurations},
     {"conv2d_bn_silu_direct_forward", "Conv2d + BatchNorm + SiLU computed directly in fp32 (depthwise, narrow groups)",

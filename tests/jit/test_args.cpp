@@ -59,6 +59,26 @@ TEST_CASE("typed Arg values are checked against the signature, pointee type incl
                          UsageError);
 }
 
+TEST_CASE("a tensor map is passed by address: cuLaunchKernel copies its 128 bytes, nothing is copied before") {
+    const std::vector<Param> with_map{{"map", {Scalar::tensor_map}}, {"n", {Scalar::i32}}};
+    TensorMap map;
+    map.opaque[0] = 0x1234;
+    ArgPack pack(with_map, "k");
+    pack.visit_tensor_map(map);
+    pack.visit_i32(5);
+    pack.check_complete();
+    CHECK(pack.data()[0] == &map);
+    ArgPack generic(with_map, "k");
+    generic.push(Arg(map));
+    CHECK(generic.data()[0] == &map);
+    ArgPack wrong(with_map, "k");
+    CHECK_THROWS_WITH_AS(wrong.visit_i32(1), doctest::Contains("('map') of kernel k must be tensormap, but i32"),
+                         UsageError);
+    ArgPack misplaced(signature, "k");
+    CHECK_THROWS_WITH_AS(misplaced.visit_tensor_map(map), doctest::Contains("must be f32*, but tensormap was given"),
+                         UsageError);
+}
+
 TEST_CASE("count mismatches are errors before anything reaches the driver") {
     ArgPack short_pack(signature, "k");
     short_pack.visit_ptr(nullptr);

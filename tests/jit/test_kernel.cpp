@@ -19,6 +19,24 @@ TEST_CASE("entry point is generated from the signature and the constants") {
     CHECK(k.kernel_source().find("__device__ __forceinline__ void axpby") != std::string::npos);
 }
 
+TEST_CASE("tensor-map parameters stay in parameter space, launch bounds can promise blocks per SM, sm_90a only") {
+    KernelSpec spec{"tma", {}, {{"map", {Scalar::tensor_map}}, {"n", {Scalar::i32}}}, 384};
+    spec.min_blocks_per_multiprocessor = 1;
+    spec.only_for = Arch(9, 0, 'a');
+    const Kernel k(spec, "__device__ void tma(const kjit::TensorMap&, int) {}");
+    CHECK(k.entry_point_source() ==
+          "#include \"kjit/tensor_map.cuh\"\n\nextern \"C\" __global__ void __launch_bounds__(384, 1) "
+          "tma_entry_point(const __grid_constant__ kjit::TensorMap map, int n)\n{\n    tma(map, n);\n}\n");
+    CHECK(k.target(Arch(9, 0)) == Arch(9, 0, 'a'));
+    CHECK(k.runs_on(Arch(9, 0)));
+    CHECK_FALSE(k.runs_on(Arch(8, 0)));
+    CHECK(test::axpby(Scalar::f32, 4).target(Arch(8, 0)) == Arch(8, 0));
+    spec.max_threads_per_block = 0;
+    CHECK_THROWS_WITH_AS(Kernel(spec, ""), doctest::Contains("launch bounds need both"), UsageError);
+    const KernelSpec pointer_to_map{"bad", {}, {{"map", {Scalar::tensor_map, true}}}};
+    CHECK_THROWS_AS(Kernel(pointer_to_map, ""), UsageError);
+}
+
 TEST_CASE("readable id joins name, pointer dtypes and constant values") {
     CHECK(test::axpby(Scalar::f32, 4).id() == "axpby__f32__f32__256__4");
     CHECK(test::axpby(Scalar::i32, 1).id() == "axpby__i32__i32__256__1");

@@ -18,7 +18,7 @@ using namespace kjit;
 
 namespace {
 
-const DeviceTraits h200{132, 232448, true};
+const DeviceTraits h200{132, 232448, Arch(9, 0)};
 
 /// A small network touching every op: a strided 3x3 stem, a 1x1 and a 3x3 conv, a residual add,
 /// a max pool, an upsample back and a two-way concat.
@@ -71,8 +71,8 @@ TEST_CASE("a graph is planned in topological order with concrete shapes for the 
     CHECK(ModelPlan::from_json(small_graph, 5, h200).values()[0].shape == Shape{5, 3, 16, 16});  // the symbolic batch
 
     // Which kernel each conv got, and concat's one launch per input.
-    CHECK(plan.nodes()[0].op->kernel_for_launch(0).name() == "conv2d_bn_silu_forward");       // 3x3 s2
-    CHECK(plan.nodes()[1].op->kernel_for_launch(0).name() == "conv2d_bn_silu_gemm_forward");  // 1x1
+    CHECK(plan.nodes()[0].op->kernel_for_launch(0).name() == "conv2d_bn_silu_forward");           // 3x3 s2
+    CHECK(plan.nodes()[1].op->kernel_for_launch(0).name() == "conv2d_bn_silu_gemm_tma_forward");  // 1x1 on a 9.0 device
     CHECK(plan.nodes()[6].op->n_launches() == 2);
     // Conv nodes carry their BatchNorm ε and fold raw BatchNorm tensors; the others fold nothing.
     auto conv_attrs = [&](std::size_t n) { return dynamic_cast<const Conv2dOp&>(*plan.nodes()[n].op).attrs(); };

@@ -13,7 +13,7 @@ namespace kjit::test {
 
 /// Records what pack_args visits, in order.
 struct Recorder final : ArgVisitor {
-    std::vector<std::variant<void*, std::int64_t, double, bool>> args;
+    std::vector<std::variant<void*, std::int64_t, double, bool, const TensorMap*>> args;
     void visit_ptr(void* p) override { args.emplace_back(p); }
     void visit_bool(bool v) override { args.emplace_back(v); }
     void visit_i8(std::int8_t v) override { args.emplace_back(std::int64_t{v}); }
@@ -26,6 +26,7 @@ struct Recorder final : ArgVisitor {
     void visit_u64(std::uint64_t v) override { args.emplace_back(static_cast<std::int64_t>(v)); }
     void visit_f32(float v) override { args.emplace_back(double{v}); }
     void visit_f64(double v) override { args.emplace_back(v); }
+    void visit_tensor_map(const TensorMap& map) override { args.emplace_back(&map); }
     std::int64_t i(std::size_t k) const { return std::get<std::int64_t>(args.at(k)); }
     void* p(std::size_t k) const { return std::get<void*>(args.at(k)); }
 };

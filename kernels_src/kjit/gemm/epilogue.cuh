@@ -80,29 +80,4 @@ __device__ __forceinline__ void store_bn_silu(const Accumulators<BLOCK_M, BLOCK_
         }
 }
 
-/// The sm90 epilogue: the same BN + SiLU store for the wgmma accumulator layout, where thread
-/// (warp w of warpgroup q, g = lane/4, t = lane%4) holds columns 64q + 16w + g (+8) and rows
-/// 8j + 2t (+1) of the tile.
-template <int BLOCK_N, class Columns>
-__device__ __forceinline__ void store_bn_silu_sm90(const Sm90Accumulators<BLOCK_N>& acc, int row0, int N,
-                                                   const Columns& columns, long long col0, const float* bn_scale,
-                                                   const float* bn_shift, float* y, int y_row_stride)
-{
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int first = threadIdx.x / 128 * 64 + threadIdx.x / 32 % 4 * 16 + g;
-    const Column cols[2] = {columns.column(col0 + first), columns.column(col0 + first + 8)};
-#pragma unroll
-    for (int j = 0; j < BLOCK_N / 8; ++j)
-#pragma unroll
-        for (int v0 = 0; v0 < 2; ++v0) {
-            const int n = row0 + 8 * j + 2 * t + v0;
-            if (n >= N) continue;
-            const float scale = bn_scale[n], shift = bn_shift[n];
-            float* y_row = y + (long long)n * y_row_stride;
-#pragma unroll
-            for (int v1 = 0; v1 < 2; ++v1)
-                if (cols[v1].valid) y_row[cols[v1].y_offset] = kjit::bn_silu(acc[v0 + 2 * v1 + 4 * j], scale, shift);
-        }
-}
-
 }  // namespace gemm

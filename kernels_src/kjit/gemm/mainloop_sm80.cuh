@@ -120,11 +120,9 @@ __device__ __forceinline__ void mainloop_sm80(Accumulators<BLOCK_M, BLOCK_N, BLO
                                               const Weights<BLOCK_M, BLOCK_N, BLOCK_K>& weights, const Columns& columns,
                                               KRange k, float* shared, int warp_row, int warp_col)
 {
-    run_pipeline<BLOCK_M, BLOCK_N, BLOCK_K>(
-        weights, columns, k, shared, [] {},
-        [&](const float* w_tile, unsigned, const float* x_tile) {
-            multiply_tile<BLOCK_M, BLOCK_N, BLOCK_K>(acc, w_tile, x_tile, warp_row, warp_col);
-        });
+    run_pipeline<BLOCK_M, BLOCK_N, BLOCK_K>(weights, columns, k, shared, [&](const float* w_tile, const float* x_tile) {
+        multiply_tile<BLOCK_M, BLOCK_N, BLOCK_K>(acc, w_tile, x_tile, warp_row, warp_col);
+    });
 }
 
 }  // namespace gemm

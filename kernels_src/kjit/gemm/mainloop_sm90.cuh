@@ -1,115 +1,157 @@
-// The sm90 mainloop (sm_90a): acc += W · X over this block's K tiles with TF32 wgmma. wgmma
-// wants both shared operands K-major; X's tile is pixel-major, so the warpgroups compute
-// Yᵀ = Xᵀ · Wᵀ: A = Xᵀ (64 pixels × 8 of K) is read from the X stage into registers, B = W
-// (BLOCK_N channels × 8 of K) is read by the tensor cores through a descriptor from a stage laid
-// out as wgmma's core matrices. The stages are filled by the same cp.async pipeline and Columns
-// policies as the sm80 mainloop; each warpgroup owns 64 columns of the tile.
+// The sm90 mainloop (sm_90a): acc += W · X over K with TF32 wgmma, fed by TMA through an
+// mbarrier pipeline. wgmma wants both shared operands K-major; X's tiles are pixel-major, so a
+// consumer warpgroup computes Yᵀ = Xᵀ · Wᵀ: A = Xᵀ (64 pixels × 8 of K) is read from the X boxes
+// into registers, B = W (BLOCK_N channels × 8 of K) is read by the tensor cores through a
+// descriptor. Every operand lands in 128-byte-swizzled rows of 32 floats:
+//   W stage: BLOCK_N rows (channels) × 32 of K          — one TMA box
+//   X stage: BLOCK_M/32 boxes of 32 rows (K) × 32 pixels — one TMA box each
+// One producer warp issues the copies; the consumers wait on a stage's "full" barrier and hand
+// it back through its "empty" barrier once their wgmma on it are done.
 #pragma once
-#include "kjit/gemm/pipeline.cuh"
-#include "kjit/gemm/tile_scheduler.cuh"
-#include "kjit/gemm/tiles.cuh"
+#include "kjit/gemm_geometry.cuh"
 #include "kjit/ptx.cuh"
 #include "kjit/ptx_sm90.cuh"
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define KJIT_GEMM_SM90 1
-#else
-#define KJIT_GEMM_SM90 0
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "the sm90 mainloop uses TMA, wgmma and setmaxnreg: compile it for sm_90a"
 #endif
 
-namespace gemm {
+namespace gemm::sm90 {
 
-/// Tiles the wgmma mainloop takes: whole warpgroups of 64 columns (the sm80 layout's threads for
-/// BLOCK_N ≥ 64 are exactly BLOCK_M / 64 warpgroups) and a wgmma N it has an instruction for.
-template <int BLOCK_M, int BLOCK_N, int BLOCK_K>
-constexpr bool sm90_tile =
-    BLOCK_M % 64 == 0 && (BLOCK_N == 64 || BLOCK_N == 128) && Tiles<BLOCK_M, BLOCK_N, BLOCK_K>::THREADS == 2 * BLOCK_M;
+using Geometry = kjit::Sm90Geometry;
 
-/// The W stage as wgmma's no-swizzle K-major core matrices: element (n, k) of the BLOCK_N × BLOCK_K
-/// stage sits in core matrix (n / 8, k / 4), 8 rows of 4 floats (128 bytes); the K cores of an
-/// 8-row group are adjacent (leading byte offset 128), groups BLOCK_K / 4 cores apart.
-template <int BLOCK_K>
-struct CoreLayout {
-    static constexpr unsigned LEADING_BYTES = 128;
-    static constexpr unsigned STRIDE_BYTES = BLOCK_K / 4 * 128;
-    __device__ static constexpr int offset(int n, int k)
+/// Byte offset of element (row, col) in 128-byte-swizzled rows of 32 floats (the layout TMA's
+/// SWIZZLE_128B writes into a 1024-byte-aligned box): 16-byte chunk index XOR row % 8.
+__device__ __forceinline__ unsigned swizzled(int row, int col)
+{
+    return row * 128 + ((col / 4 ^ row % 8) * 16) + col % 4 * 4;
+}
+
+/// Where wgmma row r = 16·warp + 8·half + g of a warpgroup's 64 lives: box `box` of its two,
+/// pixel `pixel` of the box. Chosen so a warp's A-fragment loads (8 rows g × 4 of K) and its
+/// epilogue writes spread over the swizzled chunks instead of piling onto 8 banks.
+struct RowPixel {
+    int box;
+    int pixel;
+};
+__device__ __forceinline__ RowPixel row_pixel(int warp, int half, int g)
+{
+    return {warp / 2, 4 * (2 * (warp % 2) + half) + 16 * (g / 4) + g % 4};
+}
+
+/// The shared-memory plan of one block: STAGES × (W box, X boxes), the output boxes, barriers.
+template <int BLOCK_M, int BLOCK_N, int STAGES>
+struct Shared {
+    static constexpr Geometry G{BLOCK_M, BLOCK_N, STAGES};
+    unsigned base;  // 1024-aligned shared address
+
+    __device__ explicit Shared(const void* dynamic) : base((kjit::shared_address(dynamic) + 1023) & ~1023u) {}
+    __device__ unsigned w(int stage) const { return base + stage * G.stage_bytes(); }
+    __device__ unsigned x(int stage, int box) const { return w(stage) + G.w_bytes() + box * G.x_box_bytes(); }
+    __device__ unsigned y(int box) const { return base + STAGES * G.stage_bytes() + box * G.y_box_bytes(); }
+    __device__ unsigned full(int stage) const { return base + G.barriers_offset() + stage * 8; }
+    __device__ unsigned empty(int stage) const { return full(STAGES) + stage * 8; }
+};
+
+/// A stage index and the parity of its barriers' current phase, advanced in lockstep by the
+/// producer and every consumer.
+template <int STAGES>
+struct PipelineState {
+    int stage = 0;
+    unsigned phase = 0;
+    __device__ void advance()
     {
-        return (n / 8) * (BLOCK_K * 8) + (k / 4) * 32 + (n % 8) * 4 + k % 4;
+        if (++stage == STAGES) stage = 0, phase ^= 1;
     }
 };
 
-/// Copies one K tile of W's rows row0… into a stage in the core-matrix layout.
-template <int BLOCK_M, int BLOCK_N, int BLOCK_K>
-struct Sm90Weights {
-    using T = Tiles<BLOCK_M, BLOCK_N, BLOCK_K>;
-    using L = CoreLayout<BLOCK_K>;
-    const float* w;
-    int K, N, row0;
-    bool vector;  // 16-byte copies when rows are 16-byte aligned
-
-    __device__ __forceinline__ void load(unsigned tile, int kt) const
-    {
-        const int k0 = kt * BLOCK_K;
-        if (vector) {
-            constexpr int CHUNKS = BLOCK_K / 4;  // 16-byte pieces of a row: one core-matrix row each
-#pragma unroll
-            for (int i = 0; i < BLOCK_N * CHUNKS / T::THREADS; ++i) {
-                const int piece = threadIdx.x + i * T::THREADS, n = piece / CHUNKS, k = piece % CHUNKS * 4;
-                const bool ok = row0 + n < N && k0 + k < K;
-                kjit::copy_async<16>(tile + L::offset(n, k) * 4, ok ? w + (long long)(row0 + n) * K + k0 + k : w, ok);
-            }
-        } else {
-#pragma unroll 4
-            for (int i = 0; i < BLOCK_N * BLOCK_K / T::THREADS; ++i) {
-                const int e = threadIdx.x + i * T::THREADS, n = e / BLOCK_K, k = e % BLOCK_K;
-                const bool ok = row0 + n < N && k0 + k < K;
-                kjit::copy_async<4>(tile + L::offset(n, k) * 4, ok ? w + (long long)(row0 + n) * K + k0 + k : w, ok);
-            }
-        }
-    }
-};
-
-#if KJIT_GEMM_SM90
-/// acc += Xᵀ_tile · Wᵀ_tile for this warpgroup's 64 columns, over one K tile in shared memory.
-template <int BLOCK_M, int BLOCK_N, int BLOCK_K>
-__device__ __forceinline__ void multiply_tile_sm90(Sm90Accumulators<BLOCK_N>& acc, unsigned w_tile, const float* x_tile)
+/// The producer's side: for each K step, wait until the consumers released the stage, then
+/// have TMA fill it — W's box, and the X boxes the Columns policy names — and count its bytes.
+template <int BLOCK_M, int BLOCK_N, int STAGES, class Columns>
+__device__ __forceinline__ void produce_tile(const Shared<BLOCK_M, BLOCK_N, STAGES>& shared, const Columns& columns,
+                                             const kjit::TensorMap& w_map, int tile_m, int row0, int k_steps,
+                                             PipelineState<STAGES>& pipe)
 {
-    using T = Tiles<BLOCK_M, BLOCK_N, BLOCK_K>;
-    using L = CoreLayout<BLOCK_K>;
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const float* x = x_tile + threadIdx.x / 128 * 64 + threadIdx.x / 32 % 4 * 16 + g;  // pixel 16w + g
-    unsigned a[BLOCK_K / 8][4];
+    constexpr Geometry G{BLOCK_M, BLOCK_N, STAGES};
+    for (int kt = 0; kt < k_steps; ++kt, pipe.advance()) {
+        kjit::mbarrier_wait(shared.empty(pipe.stage), pipe.phase ^ 1);  // a fresh barrier's "previous" phase is done
+        const unsigned full = shared.full(pipe.stage);
+        kjit::mbarrier_arrive_expect_tx(full, G.stage_bytes());
+        kjit::tma_load(shared.w(pipe.stage), w_map, kt * G.block_k, row0, full);
 #pragma unroll
-    for (int s = 0; s < BLOCK_K / 8; ++s) {
-        const float* row = x + (s * 8 + t) * T::X_STRIDE;
-        a[s][0] = kjit::to_tf32(row[0]);
-        a[s][1] = kjit::to_tf32(row[8]);
-        a[s][2] = kjit::to_tf32(row[4 * T::X_STRIDE]);
-        a[s][3] = kjit::to_tf32(row[4 * T::X_STRIDE + 8]);
+        for (int box = 0; box < BLOCK_M / G.box; ++box)
+            columns.load(shared.x(pipe.stage, box), tile_m, box, kt * G.block_k, full);
     }
-    kjit::wgmma_fence();  // the A fragments above, the accumulators of the last tile
-#pragma unroll
-    for (int s = 0; s < BLOCK_K / 8; ++s)
-        kjit::wgmma_tf32<BLOCK_N>(acc, a[s],
-                                  kjit::wgmma_descriptor(w_tile + s * 2 * 128, L::LEADING_BYTES, L::STRIDE_BYTES));
-    kjit::wgmma_commit();
-    kjit::wgmma_wait<0>();  // the stage is refilled once every warp passes the next barrier
-}
-#endif
-
-/// acc += W · X over `k`, through the same cp.async pipeline as the sm80 mainloop.
-template <int BLOCK_M, int BLOCK_N, int BLOCK_K, class Columns>
-__device__ __forceinline__ void mainloop_sm90(Sm90Accumulators<BLOCK_N>& acc,
-                                              const Sm90Weights<BLOCK_M, BLOCK_N, BLOCK_K>& weights,
-                                              const Columns& columns, KRange k, float* shared)
-{
-#if KJIT_GEMM_SM90
-    run_pipeline<BLOCK_M, BLOCK_N, BLOCK_K>(
-        weights, columns, k, shared, [] { kjit::fence_proxy_async(); },  // this thread's copies, for wgmma
-        [&](const float*, unsigned w_tile, const float* x_tile) {
-            multiply_tile_sm90<BLOCK_M, BLOCK_N, BLOCK_K>(acc, w_tile, x_tile);
-        });
-#endif
 }
 
-}  // namespace gemm
+/// One thread's accumulators in the wgmma layout: d[v0 + 2·v1 + 4·j] is row 16w + g + 8·v1
+/// (a pixel, row_pixel) and column 8·j + 2·t + v0 (a channel) of its warpgroup's 64 × BLOCK_N.
+template <int BLOCK_N>
+using Accumulators = float[BLOCK_N / 2];
+
+/// The A fragments of one K step (32 of K: 4 wgmma k8) for this thread, tf32-rounded, from the
+/// two X boxes of consumer warpgroup `consumer`.
+template <int BLOCK_M, int BLOCK_N, int STAGES>
+__device__ __forceinline__ void load_a(unsigned (&a)[4][4], const Shared<BLOCK_M, BLOCK_N, STAGES>& shared, int stage,
+                                       int consumer)
+{
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4, g = lane / 4, t = lane % 4;
+    const RowPixel lo = row_pixel(warp, 0, g), hi = row_pixel(warp, 1, g);
+    const unsigned box = shared.x(stage, 2 * consumer + lo.box);  // lo and hi share the box
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+        const int k = 8 * s + t;
+        a[s][0] = kjit::to_tf32(kjit::load_shared(box + swizzled(k, lo.pixel)));
+        a[s][1] = kjit::to_tf32(kjit::load_shared(box + swizzled(k, hi.pixel)));
+        a[s][2] = kjit::to_tf32(kjit::load_shared(box + swizzled(k + 4, lo.pixel)));
+        a[s][3] = kjit::to_tf32(kjit::load_shared(box + swizzled(k + 4, hi.pixel)));
+    }
+}
+
+/// Keeps registers that an in-flight wgmma reads from being reused before it is done: the
+/// compiler sees a use here, after the wait that retires it.
+__device__ __forceinline__ void hold(const unsigned (&a)[4][4])
+{
+#pragma unroll
+    for (int s = 0; s < 4; ++s) asm volatile("" ::"r"(a[s][0]), "r"(a[s][1]), "r"(a[s][2]), "r"(a[s][3]));
+}
+
+/// The consumers' side for one tile: acc = Σ over K steps of Xᵀ_step · Wᵀ_step for this
+/// warpgroup's 64 pixels. Each stage goes back to the producer once the wgmma reading it are
+/// done, one step behind the newest so the tensor cores always have the next step queued. The
+/// A fragments of two consecutive steps are in flight at once, so they alternate between two
+/// register sets (steps taken in pairs), each held until its wgmma retire.
+template <int BLOCK_M, int BLOCK_N, int STAGES>
+__device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const Shared<BLOCK_M, BLOCK_N, STAGES>& shared,
+                                             int consumer, int k_steps, PipelineState<STAGES>& pipe)
+{
+    const bool releases = threadIdx.x % 32 == 0;  // one arrival per consumer warp
+#pragma unroll
+    for (int i = 0; i < BLOCK_N / 2; ++i) acc[i] = 0.0f;
+    int previous = -1;
+    auto step = [&](unsigned(&a)[4][4], const unsigned(&in_flight)[4][4]) {
+        kjit::mbarrier_wait(shared.full(pipe.stage), pipe.phase);
+        load_a(a, shared, pipe.stage, consumer);
+        kjit::wgmma_fence();  // the A fragments and the accumulators, before wgmma reads them
+#pragma unroll
+        for (int s = 0; s < 4; ++s)
+            kjit::wgmma_tf32<BLOCK_N>(acc, a[s], kjit::wgmma_descriptor_swizzle128(shared.w(pipe.stage) + 32 * s));
+        kjit::wgmma_commit();
+        kjit::wgmma_wait<1>();  // the previous step's wgmma are done: its stage and registers are free
+        hold(in_flight);
+        if (previous >= 0 && releases) kjit::mbarrier_arrive(shared.empty(previous));
+        previous = pipe.stage;
+        pipe.advance();
+    };
+    unsigned even[4][4] = {}, odd[4][4] = {};
+    for (int kt = 0; kt < k_steps; kt += 2) {
+        step(even, odd);
+        if (kt + 1 < k_steps) step(odd, even);
+    }
+    kjit::wgmma_wait<0>();
+    hold(even);
+    hold(odd);
+    if (previous >= 0 && releases) kjit::mbarrier_arrive(shared.empty(previous));
+}
+
+}  // namespace gemm::sm90

@@ -1,4 +1,4 @@
-// The cp.async pipeline both mainloops run over a block's K tiles: STAGES shared-memory stages,
+// The cp.async pipeline the sm80 mainloop runs over a block's K tiles: STAGES shared-memory stages,
 // each one K tile of W ([STAGES][W_STAGE] floats) and of X ([STAGES][X_STAGE] after them);
 // STAGES-1 tiles in flight while one is multiplied.
 #pragma once
@@ -9,12 +9,11 @@
 namespace gemm {
 
 /// Runs the pipeline over `k`: weights.load and columns.load fill a stage (at shared addresses);
-/// `arrived()` runs in every thread once its copies of the next tile are in, before the barrier
-/// that publishes them; multiply(w_tile, w_tile_address, x_tile) works on that tile. Copies past
-/// the last K tile may still be in flight on return (empty groups).
-template <int BLOCK_M, int BLOCK_N, int BLOCK_K, class Weights, class Columns, class Arrived, class Multiply>
+/// multiply(w_tile, x_tile) works on a tile once it is in. Copies past the last K tile may still
+/// be in flight on return (empty groups).
+template <int BLOCK_M, int BLOCK_N, int BLOCK_K, class Weights, class Columns, class Multiply>
 __device__ __forceinline__ void run_pipeline(const Weights& weights, const Columns& columns, KRange k, float* shared,
-                                             Arrived&& arrived, Multiply&& multiply)
+                                             Multiply&& multiply)
 {
     using T = Tiles<BLOCK_M, BLOCK_N, BLOCK_K>;
     float* w_tiles = shared;                        // [STAGES][W_STAGE]
@@ -31,12 +30,11 @@ __device__ __forceinline__ void run_pipeline(const Weights& weights, const Colum
     }
     for (int kt = 0; kt < k.count; ++kt) {
         kjit::copy_wait<STAGES - 2>();
-        arrived();
         __syncthreads();  // tile kt is in; every warp is done with the stage refilled below
         if (kt + STAGES - 1 < k.count) load((kt + STAGES - 1) % STAGES, kt + STAGES - 1);
         kjit::copy_commit();
         const int s = kt % STAGES;
-        multiply(w_tiles + s * T::W_STAGE, w_stages + s * T::W_STAGE * 4, x_tiles + s * T::X_STAGE);
+        multiply(w_tiles + s * T::W_STAGE, x_tiles + s * T::X_STAGE);
     }
 }
 

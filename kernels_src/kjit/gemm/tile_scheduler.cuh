@@ -1,6 +1,7 @@
 // The tile scheduler: which output tile a block computes — GROUP_M-swizzled over a 1-D grid so
-// neighbouring blocks share operands in L2 — and which share of its K, when a thread-block
-// cluster of S blocks splits one tile's K (split-K, sm_90+; a cluster of one block elsewhere).
+// neighbouring blocks share operands in L2 — or which sequence of them a persistent block does,
+// and which share of its K, when a thread-block cluster of S blocks splits one tile's K
+// (split-K, sm_90+; a cluster of one block elsewhere).
 #pragma once
 #include "kjit/ceil_div.cuh"
 #include "kjit/ptx.cuh"
@@ -23,6 +24,14 @@ __device__ __forceinline__ TileCoord grouped_tile(int pid, int tiles_m, int tile
     const int in_group = pid % per_group;
     return {first_m + in_group % group_size, in_group / group_size};
 }
+
+/// The tiles of a persistent grid: block i computes tiles i, i + gridDim.x, … of count(), each
+/// placed by grouped_tile.
+struct PersistentTiles {
+    int tiles_m, tiles_n, group_m;
+    __device__ __forceinline__ int count() const { return tiles_m * tiles_n; }
+    __device__ __forceinline__ TileCoord at(int pid) const { return grouped_tile(pid, tiles_m, tiles_n, group_m); }
+};
 
 /// The first column and row of this block's BLOCK_M × BLOCK_N tile of a `columns` × `rows`
 /// output: one tile per cluster (the blocks of a cluster split its K).

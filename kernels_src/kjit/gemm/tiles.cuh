@@ -28,10 +28,6 @@ struct Tiles {
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K>
 using Accumulators = float[Tiles<BLOCK_M, BLOCK_N, BLOCK_K>::FRAGS_N][Tiles<BLOCK_M, BLOCK_N, BLOCK_K>::FRAGS_M][4];
 
-/// One thread's accumulators in the wgmma layout (kjit::wgmma_tf32): BLOCK_N / 2 floats.
-template <int BLOCK_N>
-using Sm90Accumulators = float[BLOCK_N / 2];
-
 /// Where column j's pixels sit: the start of its input (policy-specific) and of its output.
 struct Column {
     long long x_offset;

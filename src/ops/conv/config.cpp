@@ -45,13 +45,19 @@ std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2d
         return v;
     };
     std::unique_ptr<Conv2dOp> op;
-    if (values.contains("BLOCK_OC")) {
+    if (values.contains("TMA")) {
+        require(take("TMA") == 1, "TMA takes the value 1 (the TMA + wgmma kernel); leave it out for the sm80 kernel");
+        if (auto why = conv2d_tma_unsupported_reason(a, s, device); !why.empty())
+            throw UsageError(fmt::format("configuration '{}': {}", config, why));
+        const Sm90Tiles t{take("BLOCK_M"), take("BLOCK_N"), take("STAGES"), take("GROUP_M", 8)};
+        op = std::make_unique<Conv2dBnSiluGemmTmaForward>(t, device, a.bn_eps);
+    } else if (values.contains("BLOCK_OC")) {
         const int oc = take("BLOCK_OC"), ow = take("BLOCK_OW");
         op = std::make_unique<Conv2dBnSiluDirectForward>(oc, ow, a, s, device.max_shared_bytes);
     } else {
         const GemmTiles t{take("BLOCK_M"), take("BLOCK_N"), take("BLOCK_K"), take("GROUP_M", 8)};
         const int split = take("SPLIT_K", 1);
-        require(split == 1 || device.clusters, "SPLIT_K > 1 needs thread-block clusters (sm_90 or newer)");
+        require(split == 1 || device.clusters(), "SPLIT_K > 1 needs thread-block clusters (sm_90 or newer)");
         op = detail::make_gemm_conv(a, t, device.max_shared_bytes, split);
     }
     if (!values.empty())
@@ -64,6 +70,9 @@ std::string gemm_config(const GemmTiles& t, int split) {
     return fmt::format("BLOCK_M={} BLOCK_N={} BLOCK_K={} GROUP_M={} SPLIT_K={}", t.block_m, t.block_n, t.block_k,
                        t.group_m, split);
 }
+std::string tma_config(const Sm90Tiles& t) {
+    return fmt::format("TMA=1 BLOCK_M={} BLOCK_N={} STAGES={} GROUP_M={}", t.block_m, t.block_n, t.stages, t.group_m);
+}
 std::string direct_config(const DirectTiles& t) {
     return fmt::format("BLOCK_OC={} BLOCK_OW={}", t.block_oc, t.block_ow);
 }
@@ -71,6 +80,7 @@ std::string direct_config(const DirectTiles& t) {
 
 std::string conv2d_bn_silu_config(const Conv2dOp& op) {
     if (const auto* g = dynamic_cast<const GemmConvOp*>(&op)) return gemm_config(g->tiles(), g->split_k());
+    if (const auto* t = dynamic_cast<const Conv2dBnSiluGemmTmaForward*>(&op)) return tma_config(t->tiles());
     return direct_config(dynamic_cast<const Conv2dBnSiluDirectForward&>(op).tiles());
 }
 
@@ -82,12 +92,15 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
         for (const auto& t : Conv2dBnSiluDirectForward::configurations()) list.push_back(direct_config(t));
         return list;
     }
+    if (conv2d_tma_unsupported_reason(a, s, device).empty())
+        for (const auto& t : Sm90Tiles::configurations())
+            if (t.shared_bytes() <= static_cast<unsigned>(device.max_shared_bytes)) list.push_back(tma_config(t));
     const auto [oh, ow] = conv2d_output_size(a, s);
     const long long p = 1LL * s.batch * oh * ow;
+    const int k = s.c_in / a.groups * a.kernel_h * a.kernel_w;
     for (const auto& t : GemmTiles::configurations())
         for (int split : {1, 2, 4, 8}) {
-            const long long tiles = ceil_div<long long>(p, t.block_m) * ceil_div(s.c_out / a.groups, t.block_n);
-            if (split > 1 && (!device.clusters || tiles * split > 4LL * device.multiprocessors)) continue;
+            if (!detail::worth_splitting(t, split, p, s.c_out / a.groups, k, device)) continue;
             if (t.shared_bytes(split) > static_cast<unsigned>(device.max_shared_bytes)) continue;
             list.push_back(gemm_config(t, split));
         }

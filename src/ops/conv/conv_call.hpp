@@ -15,6 +15,13 @@ struct ConvCall {
 };
 [[nodiscard]] ConvCall resolve_conv_call(const Conv2dAttrs& attrs, const OpCall& call);
 
+/// The sizes of a 1×1 stride-1 conv call (input and output checked against each other): the
+/// GEMM's B images of M = OH·OW columns, K = C_IN, N = C_OUT, and y's row stride.
+struct PointwiseCall {
+    std::int32_t batch, c_in, c_out, m, y_row_stride;
+};
+[[nodiscard]] PointwiseCall resolve_pointwise_call(const OpCall& call);
+
 /// The ints the general kernels take, in their order up to y_row_stride.
 void visit_conv_ints(const ConvCall& c, const Conv2dAttrs& a, int output_row_stride, ArgVisitor& visitor);
 

@@ -1,6 +1,7 @@
 // Dispatch: which conv kernel and tiles a layer gets on a device — a tuned winner when the cache
 // holds one, else a cost model of the tensor-core GEMM, or the direct kernel's rule.
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 #include <kjit/conv.hpp>
@@ -18,44 +19,116 @@ using detail::require;
 
 namespace {
 
-/// Estimated time of the GEMM on `sms` multiprocessors: the busiest SM's blocks times the cost of
-/// one block — the larger of its tensor-core work and its operand traffic over its share of K,
-/// plus a fixed latency and, with split-K, the cluster reduction.
-double gemm_cost(const GemmTiles& t, int split_k, long long p, int n, int k, int sms) {
+// The cost models estimate clocks on one multiprocessor. Their constants were fitted to every
+// candidate's time over the 111 layer × batch rows of kjit_conv_bench on an H200
+// (docs/BENCHMARKS.md): the pick is within 1.15× of the best candidate on most rows.
+
+/// The sm80 GEMM: the larger of two bounds. Latency — the waves of co-resident blocks, each a
+/// chain of K tiles whose step costs at least a memory round trip, its warps' MMAs or its
+/// threads' copies, plus a fixed start and, with split-K, the cluster reduction. Throughput —
+/// the multiprocessor's share of the blocks' tensor-core work, operand traffic and fragment
+/// reads. An implicit GEMM gathers X with 4-byte copies: its X traffic counts double.
+double gemm_cost(const GemmTiles& t, int split_k, long long p, int n, int k, bool gathers, const DeviceTraits& device) {
+    const double gather = gathers ? 2.0 : 1.0;
+    const int warps_m = t.block_m / 32, warps_n = t.block_n >= 64 ? 2 : 1, warps = warps_m * warps_n;
     const long long blocks = ceil_div<long long>(p, t.block_m) * ceil_div(n, t.block_n) * split_k;
-    const long long per_sm = ceil_div<long long>(blocks, sms);
-    const double math = static_cast<double>(t.block_m) * t.block_n / 512.0;  // TF32 MACs per clock per SM
-    const double traffic = (t.block_m + t.block_n) * 4.0 / 64.0;             // L2 bytes per clock per SM
+    const long long resident = std::clamp<long long>(
+        std::min<long long>(device.max_shared_bytes / std::max(1u, t.shared_bytes(split_k)), 2048 / t.threads()), 1,
+        32);
+    const long long waves = ceil_div<long long>(blocks, resident * device.multiprocessors);
+    const int k_per_block = ceil_div(k, split_k);
+    const double mmas_per_warp = 1.0 * t.block_m * t.block_n * t.block_k / (warps * 1024.0);
+    const double copies_per_thread = (t.block_m * t.block_k * gather + t.block_n * t.block_k) / t.threads() / 4.0;
+    const double step = std::max({200.0, 16.0 * mmas_per_warp, 32.0 * copies_per_thread});
     const double reduction = split_k > 1 ? 500.0 * split_k + t.block_m * t.block_n / 32.0 : 0.0;
-    return static_cast<double>(per_sm) *
-           (static_cast<double>(k) / split_k * std::max(math, traffic) + 2000.0 + reduction);
+    const double latency = waves * (ceil_div(k_per_block, t.block_k) * step + 1000.0 + reduction);
+    const double math = t.block_m * t.block_n / 256.0;
+    const double traffic = (t.block_n + t.block_m * gather) * 4.0 / 32.0;
+    const double fragments = warps * (32.0 + t.block_n / warps_n) * 4.0 / 64.0;
+    const double throughput = static_cast<double>(ceil_div<long long>(blocks, device.multiprocessors)) * k_per_block *
+                              std::max({math, traffic, fragments});
+    return std::max(latency, throughput);
+}
+
+/// The Hopper GEMM, in the same units: a persistent block's tiles, each the larger of its wgmma
+/// work and operand traffic (or its K steps' latency), plus the epilogue's store and a start.
+/// Its pipeline hides latency the sm80 model charges, hence the weight against that model.
+double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms) {
+    const long long tiles = ceil_div<long long>(boxes, t.block_m / 32) * ceil_div(n, t.block_n);
+    const double per_sm = static_cast<double>(ceil_div<long long>(tiles, sms));
+    const double math = t.block_m * t.block_n / 1024.0, traffic = (t.block_m + t.block_n) * 4.0 / 24.0;
+    const double store = t.block_m * t.block_n * 4.0 / 32.0;
+    const double work = k * std::max(math, traffic) + store + 1500.0;
+    const double latency = ceil_div(k, 32) * 100.0 + 1500.0;
+    constexpr double weight = 0.4;
+    return weight * per_sm * std::max(work, latency);
+}
+
+struct GemmPick {
+    GemmTiles tiles;
+    int split_k;
+    double cost;
+};
+
+/// The sm80 tiles and split-K with the lowest gemm_cost; none when no configuration fits.
+std::optional<GemmPick> best_sm80(const Conv2dAttrs& a, const Conv2dShape& s, int oh, int ow,
+                                  const DeviceTraits& device) {
+    const int cout_pg = s.c_out / a.groups, k = s.c_in / a.groups * a.kernel_h * a.kernel_w;
+    const long long p = 1LL * s.batch * oh * ow;
+    std::optional<GemmPick> best;
+    for (const auto& t : GemmTiles::configurations())
+        for (int split : {1, 2, 4, 8}) {
+            if (!detail::worth_splitting(t, split, p, cout_pg, k, device)) continue;
+            if (t.shared_bytes(split) > static_cast<unsigned>(device.max_shared_bytes)) continue;
+            const double cost = a.groups * gemm_cost(t, split, p, cout_pg, k, !detail::is_pointwise(a), device);
+            if (!best || cost < best->cost) best = GemmPick{t, split, cost};
+        }
+    return best;
+}
+
+struct TmaPick {
+    Sm90Tiles tiles;
+    double cost;
+};
+
+/// The Hopper 1×1 kernel's cheapest tiles (each with the deepest pipeline that fits), or why the
+/// layer cannot take it.
+std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device,
+                                std::string& why_not) {
+    why_not = conv2d_tma_unsupported_reason(a, s, device);
+    if (!why_not.empty()) return std::nullopt;
+    const long long boxes = 1LL * s.batch * ceil_div(s.height * s.width, 32);
+    std::optional<TmaPick> best;
+    for (int m : {128, 64})
+        for (int n : {128, 64}) {
+            const Sm90Tiles t{m, n, Sm90Tiles::max_stages(m, n, device.max_shared_bytes), 8};
+            if (t.stages < 3) continue;
+            const double cost = tma_gemm_cost(t, boxes, s.c_out, s.c_in, device.multiprocessors);
+            if (!best || cost < best->cost) best = TmaPick{t, cost};
+        }
+    if (!best) why_not = "no TMA pipeline of 3 stages fits this device's shared memory";
+    return best;
+}
+
+/// Tensor cores pay when each group's GEMM is at least one MMA tile deep and tall.
+bool tensor_core_layer(const Conv2dAttrs& a, const Conv2dShape& s) {
+    const int cin_pg = s.c_in / a.groups, cout_pg = s.c_out / a.groups;
+    return detail::is_pointwise(a) || (cin_pg * a.kernel_h * a.kernel_w >= 16 && cout_pg >= 16 &&
+                                       a.kernel_h * a.kernel_w <= 64 && a.stride_h == a.stride_w && a.pad_h == a.pad_w);
 }
 
 }  // namespace
 
 std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s,
                                                   const DeviceTraits& device) {
-    const auto [oh, ow] = conv2d_output_size(a, s);
-    const int cin_pg = s.c_in / a.groups, cout_pg = s.c_out / a.groups;
-    const bool pointwise = detail::is_pointwise(a);
-    // Tensor cores pay when each group's GEMM is at least one MMA tile deep and tall.
-    const bool wide_groups = cin_pg * a.kernel_h * a.kernel_w >= 16 && cout_pg >= 16 && a.kernel_h * a.kernel_w <= 64 &&
-                             a.stride_h == a.stride_w && a.pad_h == a.pad_w;
-    if (pointwise || wide_groups) {
-        const long long p = 1LL * s.batch * oh * ow;
-        const int k = cin_pg * a.kernel_h * a.kernel_w;
-        const GemmTiles* best = nullptr;
-        int best_split = 1;
-        double best_cost = 0;
-        for (const auto& t : GemmTiles::configurations())
-            for (int split : {1, 2, 4, 8}) {
-                if (split > 1 && (!device.clusters || k < 2 * split * t.block_k)) continue;
-                if (t.shared_bytes(split) > static_cast<unsigned>(device.max_shared_bytes)) continue;
-                const double cost = a.groups * gemm_cost(t, split, p, cout_pg, k, device.multiprocessors);
-                if (!best || cost < best_cost) best = &t, best_split = split, best_cost = cost;
-            }
-        require(best != nullptr, "no GEMM configuration fits this device's shared memory");
-        return detail::make_gemm_conv(a, *best, device.max_shared_bytes, best_split);
+    const auto [oh, ow] = conv2d_output_size(a, s);  // throws for attributes no kernel takes
+    if (tensor_core_layer(a, s)) {
+        const auto sm80 = best_sm80(a, s, oh, ow, device);
+        std::string why_not;
+        if (const auto tma = best_tma(a, s, device, why_not); tma && (!sm80 || tma->cost <= sm80->cost))
+            return std::make_unique<Conv2dBnSiluGemmTmaForward>(tma->tiles, device, a.bn_eps);
+        require(sm80.has_value(), "no GEMM configuration fits this device's shared memory");
+        return detail::make_gemm_conv(a, sm80->tiles, device.max_shared_bytes, sm80->split_k);
     }
     // Direct: pixels per block from the row width; channels per block shrink until the grid
     // covers the device twice.
@@ -67,6 +140,20 @@ std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Co
     while (block_oc > 16 && (blocks(block_oc) < 2LL * device.multiprocessors || block_oc / 2 >= s.c_out)) block_oc /= 2;
     if (Conv2dBnSiluDirectForward::threads({block_oc, block_ow}) < 32) block_oc = 32;
     return std::make_unique<Conv2dBnSiluDirectForward>(block_oc, block_ow, a, s, device.max_shared_bytes);
+}
+
+std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device) {
+    const auto op = dispatch_conv2d_bn_silu(a, s, device);
+    const std::string name = op->kernel_for_launch(0).name();
+    if (name == "conv2d_bn_silu_gemm_tma_forward") return "the TMA + wgmma kernel (sm_90a)";
+    if (name == "conv2d_bn_silu_direct_forward")
+        return "the direct kernel: each group's GEMM is too thin for tensor cores";
+    const std::string mainloop = device.arch.number() >= 80 ? "the sm80 mainloop (cp.async + mma.sync)"
+                                                            : "the FMA path";
+    if (!detail::is_pointwise(a)) return mainloop + ": the implicit GEMM has no TMA mainloop yet";
+    std::string why_not;
+    if (!best_tma(a, s, device, why_not)) return mainloop + ": " + why_not;
+    return mainloop + ": the cost model estimates it faster for this layer than the TMA kernel, which has no split-K";
 }
 
 std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,

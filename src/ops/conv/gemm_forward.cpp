@@ -100,9 +100,9 @@ Conv2dBnSiluGemmForward::Conv2dBnSiluGemmForward(int block_m, int block_n, int b
                                          max_shared_bytes, split_k),
                  pointwise(bn_eps), {block_m, block_n, block_k, group_m}, split_k) {}
 
-void Conv2dBnSiluGemmForward::pack_args(const OpCall& call, ArgVisitor& visitor) const {
+detail::PointwiseCall detail::resolve_pointwise_call(const OpCall& call) {
     check_rank4(call.output_shape, "output y");
-    detail::visit_conv_tensors(call, visitor);
+    require(call.inputs.size() == 1, "conv2d_bn_silu takes 1 input, {} given", call.inputs.size());
     const ShapeView x = call.inputs[0].shape, y = call.output_shape;
     check_rank4(x, "input x");
     require(x[0] == y[0] && x[2] == y[2] && x[3] == y[3],
@@ -111,13 +111,19 @@ void Conv2dBnSiluGemmForward::pack_args(const OpCall& call, ArgVisitor& visitor)
     const std::size_t m = x[2] * x[3];
     require(call.output_row_stride >= 0 && static_cast<std::size_t>(call.output_row_stride) >= m,
             "y_row_stride = {} is below the row length OH*OW = {}", call.output_row_stride, m);
-    // Offsets are 64-bit in the kernel; each size must still fit its int32 argument.
+    // Offsets are 64-bit in the kernels; each size must still fit its int32 argument.
     as_i32(x[0] * m, "B*OH*OW");
-    visitor.visit_i32(as_i32(x[0], "B"));
-    visitor.visit_i32(as_i32(x[1], "C_IN"));
-    visitor.visit_i32(as_i32(y[1], "C_OUT"));
-    visitor.visit_i32(as_i32(m, "M"));
-    visitor.visit_i32(call.output_row_stride);
+    return {as_i32(x[0], "B"), as_i32(x[1], "C_IN"), as_i32(y[1], "C_OUT"), as_i32(m, "M"), call.output_row_stride};
+}
+
+void Conv2dBnSiluGemmForward::pack_args(const OpCall& call, ArgVisitor& visitor) const {
+    const auto p = detail::resolve_pointwise_call(call);
+    detail::visit_conv_tensors(call, visitor);
+    visitor.visit_i32(p.batch);
+    visitor.visit_i32(p.c_in);
+    visitor.visit_i32(p.c_out);
+    visitor.visit_i32(p.m);
+    visitor.visit_i32(p.y_row_stride);
 }
 
 // ---- implicit-GEMM kernel (general convolutions on tensor cores) -------------------------------
@@ -143,6 +149,13 @@ void Conv2dBnSiluForward::pack_args(const OpCall& call, ArgVisitor& visitor) con
 bool detail::is_pointwise(const Conv2dAttrs& a) noexcept {
     return a.kernel_h == 1 && a.kernel_w == 1 && a.stride_h == 1 && a.stride_w == 1 && a.pad_h == 0 && a.pad_w == 0 &&
            a.groups == 1;
+}
+
+bool detail::worth_splitting(const GemmTiles& t, int split, long long columns, int n, int k,
+                             const DeviceTraits& device) {
+    if (split == 1) return true;
+    const long long tiles = ceil_div<long long>(columns, t.block_m) * ceil_div(n, t.block_n);
+    return device.clusters() && k >= 2 * split * t.block_k && tiles * split <= 4LL * device.multiprocessors;
 }
 
 std::unique_ptr<GemmConvOp> detail::make_gemm_conv(const Conv2dAttrs& a, const GemmTiles& t, int max_shared_bytes,

@@ -9,6 +9,12 @@ namespace kjit::detail {
 /// 1×1, stride 1, unpadded, ungrouped: the layers the 1×1 GEMM kernel takes.
 [[nodiscard]] bool is_pointwise(const Conv2dAttrs& a) noexcept;
 
+/// Whether split-K over `split` blocks is a candidate for these tiles: clusters exist, each
+/// block keeps at least two K tiles, and the split grid stays within 4 blocks per
+/// multiprocessor (what dispatch and `kjit tune` both consider).
+[[nodiscard]] bool worth_splitting(const GemmTiles& t, int split, long long columns, int n, int k,
+                                   const DeviceTraits& device);
+
 /// The 1×1 GEMM op for pointwise layers, else the implicit-GEMM op, with these tiles.
 [[nodiscard]] std::unique_ptr<GemmConvOp> make_gemm_conv(const Conv2dAttrs& a, const GemmTiles& tiles,
                                                          int max_shared_bytes, int split_k);

@@ -224,7 +224,9 @@ TEST_CASE("dispatch runs real layer shapes end to end") {
     const auto traits = DeviceTraits::of(Device::get(0));
     const std::vector<Case> layers = {
         {"ResNet 1x1 256->64 at 28x28, B=2", {}, {2, 256, 28, 28, 64}},
-        {"ResNet 1x1 2048->512 at 7x7", {}, {1, 2048, 7, 7, 512}},
+        {"ResNet 1x1 2048->512 at 7x7 (no TMA: 49 pixels)", {}, {1, 2048, 7, 7, 512}},
+        {"1x1 1000->24 at 14x14, B=37", {}, {37, 1000, 14, 14, 24}},
+        {"1x1 255->200 (no TMA: C_IN = 255)", {}, {2, 255, 14, 14, 200}},
         {"ResNet 3x3 64->64 at 28x28", {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, {2, 64, 28, 28, 64}},
         {"YOLO stem 3x3 s2",
          {.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
@@ -244,45 +246,36 @@ TEST_CASE("dispatch runs real layer shapes end to end") {
     }
 }
 
-TEST_CASE("sm_90a: the wgmma mainloop of both tensor-core kernels on ragged shapes, split-K included") {
+TEST_CASE("the TMA + wgmma 1x1 kernel (sm_90a): every configuration on ragged shapes, TMA-eligible ones") {
     const auto device = Device::get(0);
     if (device.arch() != Arch(9, 0)) {
-        MESSAGE("the wgmma mainloop needs an sm_90 device (its sm_90a cubin loads on no other): not on this one");
+        MESSAGE(
+            "the TMA + wgmma kernel runs on 9.0 devices only (its sm_90a cubin loads on no other): not on this one");
         return;
     }
-    const CompileOptions sm90a{.arch = Arch(9, 0, 'a')};
-    const int smem = device.max_shared_bytes_per_block();
+    const auto traits = DeviceTraits::of(device);
+    // Pixel counts that are no multiple of a 32-pixel box or of a tile, channel counts that are
+    // no multiple of a wgmma N or of K's 32, one-box images that tiles run across, batch 37.
     const std::vector<Case> ragged = {
-        {"channels 24 -> 40, 7x7, B=2", {}, {2, 24, 7, 7, 40}},
-        {"channels 200 -> 255, 13x11, padded rows", {}, {1, 200, 13, 11, 255}, 3},
-        {"K = 3, N = 130, B=37, 3x3", {}, {37, 3, 3, 3, 130}},
+        {"channels 24 -> 40, 12x12 (4.5 boxes), B=2", {}, {2, 24, 12, 12, 40}},
+        {"channels 200 -> 255, 14x14, padded rows", {}, {1, 200, 14, 14, 255}, 4},
+        {"K = 1000 -> N = 24, 2x2, B=37", {}, {37, 1000, 2, 2, 24}},
+        {"K = 4, N = 130, 8x8, B=3", {}, {3, 4, 8, 8, 130}},
+        {"16-pixel images, 64 -> 64, B=37: tiles across images", {}, {37, 64, 4, 4, 64}},
+        {"K = 520 (16 K steps and a tail), N = 1000, 28x28", {}, {1, 520, 28, 28, 1000}},
     };
-    static const GemmTiles wgmma_tiles[] = {{64, 64, 16, 8},  {64, 64, 32, 8},  {64, 128, 16, 8},  {64, 128, 32, 8},
-                                            {128, 64, 16, 8}, {128, 64, 32, 8}, {128, 128, 16, 8}, {128, 128, 32, 8}};
-    for (const GemmTiles& t : test::configurations_to_test(std::span<const GemmTiles>(wgmma_tiles)))
-        for (int split : {1, 2, 3}) {
-            const Conv2dBnSiluGemmForward pointwise(t.block_m, t.block_n, t.block_k, t.group_m, smem, split);
-            const Compiled compiled = compile(pointwise.kernel(), sm90a);
-            CAPTURE(pointwise.kernel().id());
-            REQUIRE(compiled.ptx.find("wgmma.mma_async.sync.aligned.m64n") != std::string::npos);
-            CHECK(compiled.log.find("C7515") == std::string::npos);  // wgmma not serialised
-            CHECK(compiled.resources.spill_store_bytes == 0);
-            for (const auto& cases : {gemm_cases, ragged})
-                for (const auto& c : cases) {
-                    CAPTURE(split);
-                    CAPTURE(c.name);
-                    const Outcome o = run(pointwise, c, rng(), &sm90a);
-                    CAPTURE(o.error);
-                    check(o, 2e-3);
-                }
-            if (split == 3) continue;
-            for (const auto& c : general_cases) {
-                const Conv2dBnSiluForward implicit(t, c.attrs, smem, split);
-                CAPTURE(implicit.kernel().id());
-                CAPTURE(c.name);
-                const Outcome o = run(implicit, c, rng(), &sm90a);
-                CAPTURE(o.error);
-                check(o, 2e-3);
-            }
+    for (const auto& t : test::configurations_to_test(Sm90Tiles::configurations())) {
+        const Conv2dBnSiluGemmTmaForward op(t, traits);
+        CAPTURE(op.kernel().id());
+        for (const auto& c : ragged) {
+            REQUIRE(conv2d_tma_unsupported_reason(c.attrs, c.shape, traits).empty());
+            CAPTURE(c.name);
+            const Outcome o = run(op, c, rng());
+            CAPTURE(o.error);
+            check(o, 2e-3);
         }
+        // The same op again with a second set of buffers: its tensor maps are per pointer set.
+        const Outcome again = run(op, ragged.front(), rng());
+        check(again, 2e-3);
+    }
 }

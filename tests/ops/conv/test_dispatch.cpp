@@ -1,6 +1,8 @@
 // Dispatch: which kernel and tiles a layer gets.
 #include <doctest/doctest.h>
 
+#include <optional>
+
 #include <kjit/conv.hpp>
 
 #include "ops/op_test_support.hpp"
@@ -12,12 +14,14 @@ using test::fake;
 using test::Recorder;
 
 TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwise, errors for the rest") {
-    const DeviceTraits h200{132, 232448, true};
+    const DeviceTraits h200{132, 232448, Arch(9, 0)};
+    const DeviceTraits a100{108, 166912, Arch(8, 0)};
     auto kernel = [&](const Conv2dAttrs& a, const Conv2dShape& s) {
         return dispatch_conv2d_bn_silu(a, s, h200)->kernel_for_launch(0).name();
     };
     const Conv2dShape s{8, 64, 28, 28, 128};
-    CHECK(kernel({}, s) == "conv2d_bn_silu_gemm_forward");
+    CHECK(kernel({}, s) == "conv2d_bn_silu_gemm_tma_forward");
+    CHECK(dispatch_conv2d_bn_silu({}, s, a100)->kernel_for_launch(0).name() == "conv2d_bn_silu_gemm_forward");
     CHECK(kernel({.stride_h = 2, .stride_w = 2}, s) == "conv2d_bn_silu_forward");
     CHECK(kernel({.pad_h = 1, .pad_w = 1}, s) == "conv2d_bn_silu_forward");
     CHECK(kernel({.groups = 2}, s) == "conv2d_bn_silu_forward");
@@ -43,7 +47,7 @@ TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwi
           }).find("does not fit") != std::string::npos);
     // Small problems get small tiles (enough blocks for the device); big ones big tiles.
     auto gemm = [&](const Conv2dShape& shape) {
-        auto op = dispatch_conv2d_bn_silu({}, shape, h200);
+        auto op = dispatch_conv2d_bn_silu({}, shape, a100);
         auto* g = dynamic_cast<Conv2dBnSiluGemmForward*>(op.get());
         REQUIRE(g != nullptr);
         return GemmTiles{g->tiles().block_m, g->tiles().block_n, g->tiles().block_k, g->tiles().group_m};
@@ -57,16 +61,85 @@ TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwi
         return dynamic_cast<Conv2dBnSiluGemmForward*>(op.get())->split_k();
     };
     CHECK(split_of({1, 2048, 7, 7, 512}, h200) > 1);
-    CHECK(split_of({1, 2048, 7, 7, 512}, {132, 232448, false}) == 1);
-    CHECK(split_of({32, 64, 56, 56, 256}, h200) == 1);
-    // A device with little shared memory only gets configurations that fit it.
-    const auto tight = dispatch_conv2d_bn_silu({}, {32, 256, 56, 56, 256}, {132, 48 * 1024, true});
+    CHECK(split_of({1, 2048, 7, 7, 512}, a100) == 1);
+    CHECK(split_of({32, 64, 7, 7, 256}, h200) == 1);
+    // A device with little shared memory only gets configurations that fit it: too little for a
+    // 3-stage TMA pipeline means the sm80 kernel.
+    const auto tight = dispatch_conv2d_bn_silu({}, {32, 256, 56, 56, 256}, {132, 48 * 1024, Arch(9, 0)});
     CHECK(tight->shared_bytes_for_launch(0) <= 48u * 1024);
+    CHECK(tight->kernel_for_launch(0).name() == "conv2d_bn_silu_gemm_forward");
+}
+
+TEST_CASE(
+    "dispatch on a 9.0 device: the TMA kernel where TMA takes the layer, the sm80 kernel and the reason elsewhere") {
+    const DeviceTraits h200{132, 232448, Arch(9, 0)};
+    auto tma = [&](const Conv2dShape& shape) {
+        auto op = dispatch_conv2d_bn_silu({}, shape, h200);
+        const auto* t = dynamic_cast<const Conv2dBnSiluGemmTmaForward*>(op.get());
+        return t ? std::optional<Sm90Tiles>(t->tiles()) : std::nullopt;
+    };
+    CHECK(tma({32, 256, 56, 56, 64}).has_value());
+    CHECK(tma({37, 1000, 14, 14, 24}).has_value());      // odd channel counts are fine: TMA clips
+    CHECK_FALSE(tma({8, 2048, 7, 7, 512}).has_value());  // 49 pixels: rows not 16-byte multiples
+    CHECK_FALSE(tma({8, 30, 28, 28, 64}).has_value());   // C_IN = 30: weight rows neither
+    CHECK(conv2d_tma_unsupported_reason({}, {8, 2048, 7, 7, 512}, h200).find("multiple of 4") != std::string::npos);
+    CHECK(conv2d_tma_unsupported_reason({}, {8, 30, 28, 28, 64}, h200).find("C_IN") != std::string::npos);
+    CHECK(conv2d_tma_unsupported_reason({}, {8, 64, 28, 28, 64}, {108, 166912, Arch(8, 0)}).find("9.0") !=
+          std::string::npos);
+    CHECK(conv2d_tma_unsupported_reason({.kernel_h = 3, .kernel_w = 3}, {8, 64, 28, 28, 64}, h200).find("1x1") !=
+          std::string::npos);
+    CHECK(conv2d_tma_unsupported_reason({}, {8, 64, 28, 28, 64}, h200).empty());
+    // Every pick has a pipeline of at least 3 stages and tiles that fit; a small layer gets
+    // smaller tiles than a large one, so the grid still covers the device.
+    // Deep and small: the cost model prefers split-K on the sm80 mainloop, and run's reason says so.
+    CHECK_FALSE(tma({1, 1024, 14, 14, 256}).has_value());
+    CHECK(conv2d_bn_silu_dispatch_reason({}, {1, 1024, 14, 14, 256}, h200).find("no split-K") != std::string::npos);
+    CHECK(conv2d_bn_silu_dispatch_reason({}, {8, 2048, 7, 7, 512}, h200).find("sm80 mainloop") != std::string::npos);
+    CHECK(conv2d_bn_silu_dispatch_reason({}, {32, 256, 56, 56, 64}, h200).find("TMA + wgmma") != std::string::npos);
+    REQUIRE(tma({4, 256, 28, 28, 256}).has_value());
+    REQUIRE(tma({32, 256, 56, 56, 256}).has_value());
+    const auto small = *tma({4, 256, 28, 28, 256}), big = *tma({32, 256, 56, 56, 256});
+    CHECK(small.stages >= 3);
+    CHECK(big.stages >= 3);
+    CHECK(small.block_m * small.block_n < big.block_m * big.block_n);
+    CHECK(big.shared_bytes() <= 232448u);
+}
+
+TEST_CASE("the TMA conv op: tile rules, the persistent grid, 9.0 devices only") {
+    const DeviceTraits h200{132, 232448, Arch(9, 0)};
+    CHECK(error_of([&] {
+              Conv2dBnSiluGemmTmaForward({96, 128, 4, 8}, h200);
+          }).find("BLOCK_M = 96") != std::string::npos);
+    CHECK(error_of([&] {
+              Conv2dBnSiluGemmTmaForward({128, 256, 4, 8}, h200);
+          }).find("BLOCK_N = 256") != std::string::npos);
+    CHECK(error_of([&] {
+              Conv2dBnSiluGemmTmaForward({128, 128, 8, 8}, h200);
+          }).find("stages fit") != std::string::npos);
+    CHECK(error_of([&] {
+              Conv2dBnSiluGemmTmaForward({128, 128, 4, 8}, {108, 166912, Arch(8, 0)});
+          }).find("9.0 devices") != std::string::npos);
+    const Conv2dBnSiluGemmTmaForward op({128, 128, 4, 8}, h200);
+    CHECK(op.kernel().only_for() == Arch(9, 0, 'a'));
+    CHECK(op.kernel().max_threads_per_block() == 384);
+    CHECK(op.kernel().entry_point_source().find("__launch_bounds__(384, 1)") != std::string::npos);
+    CHECK(op.kernel().entry_point_source().find("const __grid_constant__ kjit::TensorMap x_map") != std::string::npos);
+    // Persistent: one block per multiprocessor at most, fewer when there are fewer tiles. 56×56
+    // pixels are 98 boxes of 32 per image.
+    const std::size_t big[] = {32, 256, 56, 56}, small[] = {1, 128, 14, 14};
+    CHECK(op.grid(big)[0] == 132);
+    CHECK(op.grid(small)[0] == 2);  // 7 boxes → 2 column tiles, 1 row tile
+    CHECK(make_conv2d_bn_silu({}, {8, 64, 28, 28, 128}, conv2d_bn_silu_config(op), h200)->kernel().id() ==
+          op.kernel().id());
+    CHECK(conv2d_bn_silu_config(op) == "TMA=1 BLOCK_M=128 BLOCK_N=128 STAGES=4 GROUP_M=8");
+    CHECK(error_of([&] {
+              (void)make_conv2d_bn_silu({}, {8, 64, 7, 7, 128}, "TMA=1 BLOCK_M=128 BLOCK_N=128 STAGES=4", h200);
+          }).find("multiple of 4") != std::string::npos);
 }
 
 TEST_CASE("device traits are stated in full: no count may be zero or negative") {
-    CHECK_THROWS_WITH_AS(DeviceTraits(0, 232448, true), doctest::Contains("must be positive"), UsageError);
-    CHECK_THROWS_AS(DeviceTraits(132, -1, true), UsageError);
-    const DeviceTraits h100(114, 232448, true);
+    CHECK_THROWS_WITH_AS(DeviceTraits(0, 232448, Arch(9, 0)), doctest::Contains("must be positive"), UsageError);
+    CHECK_THROWS_AS(DeviceTraits(132, -1, Arch(9, 0)), UsageError);
+    const DeviceTraits h100(114, 232448, Arch(9, 0));
     CHECK(h100.multiprocessors == 114);
 }

@@ -166,11 +166,16 @@ TEST_CASE("implicit-GEMM op: shapes, output size, grid over groups and argument 
 }
 TEST_CASE("every configuration of the conv kernels compiles for sm_80, sm_87 and sm_90") {
     std::vector<Kernel> kernels;
+    std::size_t arch_specific = 0;  // the TMA kernel: sm_90a only, checked by its own test
     for (const auto& family : shipped_kernels())
         if (family.name.starts_with("conv2d_bn_silu"))
-            for (auto& k : family.configurations()) kernels.push_back(std::move(k));
+            for (auto& k : family.configurations()) {
+                if (k.only_for()) ++arch_specific;
+                else kernels.push_back(std::move(k));
+            }
     REQUIRE(kernels.size() ==
             2 * GemmTiles::configurations().size() + Conv2dBnSiluDirectForward::configurations().size());
+    REQUIRE(arch_specific == Sm90Tiles::configurations().size());
     struct Job {
         const Kernel* kernel;
         const char* arch;
@@ -210,29 +215,51 @@ TEST_CASE("the GEMM kernel's FMA path: on archs without TF32 MMA, and when asked
     CHECK(forced.ptx.find("cp.async") != std::string::npos);  // still pipelined
 }
 
-TEST_CASE(
-    "sm_90a builds take the wgmma mainloop for its tiles, unserialised and unspilled, other tiles keep mma.sync") {
+TEST_CASE("the TMA kernel builds for sm_90a only: TMA, wgmma and setmaxnreg, unserialised and unspilled") {
     const CompileOptions sm90a = test::options_for("sm_90a");
-    const Conv2dAttrs k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+    const DeviceTraits h200{132, 232448, Arch(9, 0)};
     std::vector<std::future<void>> running;
-    for (const auto& t : GemmTiles::configurations()) {
-        const bool wgmma = t.block_m % 64 == 0 && (t.block_n == 64 || t.block_n == 128);
-        for (const Kernel& k : {Conv2dBnSiluGemmForward(t.block_m, t.block_n, t.block_k, t.group_m).kernel(),
-                                Conv2dBnSiluForward(t, k3).kernel()})
-            running.push_back(std::async(std::launch::async, [k, wgmma, &sm90a] {
-                const Compiled c = compile(k, sm90a);
-                // CHECK is not thread-safe in doctest: collect, check on the main thread.
-                if ((c.ptx.find("wgmma.mma_async") != std::string::npos) != wgmma ||
-                    (c.ptx.find("mma.sync") != std::string::npos) == wgmma)
-                    throw UsageError(k.id() + ": the wrong mainloop for sm_90a");
-                if (c.log.find("C7515") != std::string::npos) throw UsageError(k.id() + ": wgmma serialised (C7515)");
-                if (c.resources.spill_store_bytes || c.resources.spill_load_bytes)
-                    throw UsageError(k.id() + ": registers spill");
-            }));
-        if (running.size() >= 2 * std::thread::hardware_concurrency()) {
-            for (auto& f : running) CHECK_NOTHROW(f.get());
-            running.clear();
-        }
+    for (const auto& t : Sm90Tiles::configurations()) {
+        const Kernel k = Conv2dBnSiluGemmTmaForward(t, h200).kernel();
+        running.push_back(std::async(std::launch::async, [k, t, &sm90a] {
+            const Compiled c = compile(k, sm90a);
+            // CHECK is not thread-safe in doctest: collect, check on the main thread.
+            for (const char* instruction : {"wgmma.mma_async", "cp.async.bulk.tensor.3d", "mbarrier.try_wait",
+                                            "cp.async.bulk.tensor.3d.global.shared::cta"})
+                if (c.ptx.find(instruction) == std::string::npos) throw UsageError(k.id() + ": no " + instruction);
+            if (t.block_m == 128 && c.ptx.find("setmaxnreg.inc") == std::string::npos)
+                throw UsageError(k.id() + ": two consumer warpgroups without setmaxnreg");
+            if (c.ptx.find("mma.sync") != std::string::npos) throw UsageError(k.id() + ": mma.sync in the TMA kernel");
+            for (const char* warning : {"C7515", "C7508"})  // wgmma serialised; setmaxnreg ignored
+                if (c.log.find(warning) != std::string::npos) throw UsageError(k.id() + ": ptxas warns " + warning);
+            if (c.resources.spill_store_bytes || c.resources.spill_load_bytes || c.resources.stack_frame_bytes)
+                throw UsageError(k.id() + ": registers spill");
+        }));
     }
     for (auto& f : running) CHECK_NOTHROW(f.get());
+    const Kernel k = Conv2dBnSiluGemmTmaForward(Sm90Tiles::configurations().front(), h200).kernel();
+    CHECK_THROWS_WITH_AS(compile(k, test::options_for("sm_90")), doctest::Contains("compiles for sm_90a only"),
+                         UsageError);
+    CHECK(k.target(Arch(9, 0)) == Arch(9, 0, 'a'));
+    CHECK(k.runs_on(Arch(9, 0)));
+    CHECK_FALSE(k.runs_on(Arch(8, 0)));
+    CHECK_FALSE(k.runs_on(Arch(10, 0)));
+}
+
+TEST_CASE("the TMA op refuses tensors TMA cannot reach, before it asks the driver for a map") {
+    const DeviceTraits h200{132, 232448, Arch(9, 0)};
+    const Conv2dBnSiluGemmTmaForward op({128, 128, 4, 8}, h200);
+    const Shape x{2, 64, 8, 8}, y{2, 64, 8, 8};
+    const Tensor inputs[] = {{fake(0x10000), x}};
+    void* const params[] = {fake(0x20000), fake(0x30000), fake(0x40000)};
+    Recorder r;
+    CHECK(error_of([&] {
+              op.pack_args({inputs, params, fake(0x50000), y, 66}, r);
+          }).find("stride of dimension 1 is 264 bytes") !=
+          std::string::npos);  // a padded row that breaks the 16-byte rule
+    const Tensor odd[] = {{fake(0x10004), x}};
+    CHECK(error_of([&] { op.pack_args({odd, params, fake(0x50000), y, 64}, r); }).find("input x") != std::string::npos);
+    CHECK(error_of([&] {
+              op.pack_args({odd, params, fake(0x50000), y, 64}, r);
+          }).find("16-byte aligned") != std::string::npos);
 }

@@ -1,0 +1,60 @@
+// The Hopper GEMM of the conv kernels (sm_90a): Y[n, j] = silu(scale[n]·Σ_k W[n, k]·X[k, j] + shift[n])
+// on a persistent grid of warp-specialised blocks. The parts:
+//   kjit/gemm/tile_scheduler.cuh  which tiles a persistent block computes, in L2-friendly order
+//   kjit/gemm/mainloop_sm90.cuh   the TMA producer and the wgmma consumers, an mbarrier pipeline
+//   kjit/gemm/epilogue_sm90.cuh   BN + SiLU through shared memory, TMA stores
+// Warpgroup 0 produces (one thread issues every copy; the warpgroup gives its registers to the
+// others), warpgroups 1… consume, 64 pixels of each tile apiece. While the consumers run a
+// tile's epilogue the producer is already filling stages for the next tile.
+#pragma once
+#include "kjit/ceil_div.cuh"
+#include "kjit/gemm/epilogue_sm90.cuh"
+#include "kjit/gemm/mainloop_sm90.cuh"
+#include "kjit/gemm/tile_scheduler.cuh"
+
+namespace gemm::sm90 {
+
+/// The whole GEMM for a W of N rows × K (w_map: {K, N}, boxes of 32 × BLOCK_N) and `tiles_m`
+/// column tiles of BLOCK_M that `columns` loads and stores.
+template <int BLOCK_M, int BLOCK_N, int STAGES, int GROUP_M, class Columns>
+__device__ __forceinline__ void gemm_bn_silu(const Columns& columns, const kjit::TensorMap& w_map, int tiles_m, int N,
+                                             int K, const float* bn_scale, const float* bn_shift)
+{
+    constexpr Geometry G{BLOCK_M, BLOCK_N, STAGES};
+    extern __shared__ __align__(1024) unsigned char dynamic_shared[];
+    const Shared<BLOCK_M, BLOCK_N, STAGES> shared(dynamic_shared);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            kjit::mbarrier_init(shared.full(s), 1);                   // the producer's expect_tx
+            kjit::mbarrier_init(shared.empty(s), 4 * G.consumers());  // one per consumer warp
+        }
+        kjit::fence_barrier_init();
+    }
+    __syncthreads();
+
+    const PersistentTiles tiles{tiles_m, kjit::ceil_div(N, BLOCK_N), GROUP_M};
+    const int k_steps = kjit::ceil_div(K, G.block_k);
+    PipelineState<STAGES> pipe;
+    const int role = threadIdx.x / 128;
+    if (role == 0) {
+        if constexpr (G.consumers() > 1) kjit::setmaxnreg_dec<40>();
+        if (threadIdx.x != 0) return;
+        kjit::prefetch_tensor_map(w_map);
+        for (int pid = blockIdx.x; pid < tiles.count(); pid += gridDim.x) {
+            const TileCoord t = tiles.at(pid);
+            produce_tile(shared, columns, w_map, t.m, t.n * BLOCK_N, k_steps, pipe);
+        }
+    } else {
+        if constexpr (G.consumers() > 1) kjit::setmaxnreg_inc<232>();
+        const int consumer = role - 1;
+        Accumulators<BLOCK_N> acc;
+        for (int pid = blockIdx.x; pid < tiles.count(); pid += gridDim.x) {
+            const TileCoord t = tiles.at(pid);
+            consume_tile(acc, shared, consumer, k_steps, pipe);
+            store_tile(acc, shared, columns, consumer, t.m, t.n * BLOCK_N, N, bn_scale, bn_shift);
+        }
+        if (threadIdx.x % 128 == 0) kjit::tma_store_wait();  // before the block's shared memory goes
+    }
+}
+
+}  // namespace gemm::sm90
