@@ -61,6 +61,12 @@ export-import)  # a warmed cache ships: export, import into an empty database, v
   contains "imported 0, kept 4"
   expect 0 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir/b"
   contains "0 compiled, 4 already cached"
+  # A 9.0 device also loads the sm_90a kernels: exporting sm_90 ships them; sm_90a alone, only them.
+  expect 0 "$kjit" warm --arch sm_90 --kernel conv2d_bn_silu_gemm_tma_forward --cache-dir "$dir/a" -j 2
+  expect 0 "$kjit" cache export "$dir/hopper.sqlite3" --arch sm_90 --cache-dir "$dir/a"
+  contains "exported 12 entries"
+  expect 0 "$kjit" cache export "$dir/tma.sqlite3" --arch sm_90a --cache-dir "$dir/a"
+  contains "exported 8 entries"
   ;;
 verify)  # a byte flipped inside a stored blob is found and named; import rejects it
   expect 0 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir"

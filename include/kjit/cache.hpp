@@ -96,7 +96,8 @@ public:
     /// compacts the file; returns how many were removed.
     std::size_t prune(std::uint64_t max_bytes);
     /// Writes the entries (of one arch, if given) and the tuned winners (kjit/tuning.hpp) into a
-    /// new database file.
+    /// new database file. A plain arch (sm_90) takes its arch-specific entries (sm_90a) along:
+    /// what a device of that arch loads.
     std::size_t export_to(const std::filesystem::path& file, const std::string& arch = {});
     /// Adds the entries (and tuned winners) of another kjit cache file. Entries failing their
     /// checksums are rejected; a valid entry or a winner here is never replaced.

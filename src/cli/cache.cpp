@@ -146,7 +146,8 @@ void add_cache(CLI::App& app, int& exit_code) {
                        return static_cast<int>(ok);
                    });
     ex->add_option("file", o.file, "New database file")->required();
-    ex->add_option("--arch", o.arch, "Only entries for this arch, e.g. sm_90");
+    ex->add_option("--arch", o.arch,
+                   "Only what devices of this arch load, e.g. sm_90 (with its sm_90a entries), or sm_90a alone");
     sub("import", "Add the entries of a shipped cache file (checksums verified, valid entries kept)", false,
         [](const CacheOptions& opts) {
             const ImportReport r = runtime(opts.common).cache().import_from(opts.file);

@@ -1,5 +1,7 @@
 // Cache management (kjit cache …): list, verify, clear, prune, export, import. Each needs a
 // usable database and throws Error otherwise.
+#include <cctype>
+
 #include <fmt/format.h>
 #include <kjit/cache.hpp>
 #include <kjit/error.hpp>
@@ -100,9 +102,13 @@ std::size_t Cache::export_to(const fs::path& file, const std::string& arch) {
             Transaction t(db);
             db.exec(detail::schema::tables_sql("export_target"));
             db.exec(fmt::format("INSERT INTO export_target.kjit_schema (version) VALUES ({})", cache_schema_version));
+            // A plain arch (sm_90) ships what its devices load: its own entries and its
+            // arch-specific ones (sm_90a); a suffixed arch ships only itself.
+            const bool plain = !arch.empty() && std::isdigit(static_cast<unsigned char>(arch.back()));
             auto copy = db.prepare(fmt::format("INSERT INTO export_target.kernels SELECT {} FROM main.kernels{}",
-                                               detail::schema::select_list(), arch.empty() ? "" : " WHERE arch = ?"));
-            if (!arch.empty()) copy.bind(arch);
+                                               detail::schema::select_list(),
+                                               arch.empty() ? "" : " WHERE arch = ? OR arch = ?"));
+            if (!arch.empty()) copy.bind(arch, plain ? arch + "a" : arch);
             copy.run("copying entries");
             const auto n = static_cast<std::size_t>(db.changes());
             db.exec("INSERT INTO export_target.tuned SELECT * FROM main.tuned");
