@@ -98,7 +98,8 @@ def main():
         if compile_too:
             if layer not in compiled_modules:  # dynamic batch: one compile serves every batch size
                 compiled_modules[layer] = torch.compile(module, dynamic=True)
-            variants["compiled"] = (lambda c: lambda: c(x))(compiled_modules[layer])
+            compiled = compiled_modules[layer]
+            variants["compiled"] = lambda: compiled(x)
         with torch.no_grad():
             for name, fn in variants.items():
                 result[f"{name}_us"] = median_us(fn, iterations)

@@ -48,7 +48,7 @@ __device__ __forceinline__ void conv2d_bn_silu_gemm_tma_forward(const kjit::Tens
 {
     const int boxes_per_image = kjit::ceil_div(M, 32);
     const pointwise_sm90::Columns<BLOCK_M> columns{x_map, y_map, boxes_per_image};
-    const int tiles_m = kjit::ceil_div(B * boxes_per_image, BLOCK_M / 32);
+    const int tiles_m = kjit::Sm90Geometry{BLOCK_M, BLOCK_N, STAGES}.column_tiles(B, M);
     gemm::sm90::gemm_bn_silu<BLOCK_M, BLOCK_N, STAGES, GROUP_M>(columns, w_map, tiles_m, C_OUT, C_IN, bn_scale,
                                                                 bn_shift);
 }

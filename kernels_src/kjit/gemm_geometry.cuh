@@ -3,6 +3,7 @@
 // for launch shapes, shared-memory sizes and validation — so the two never disagree. Plain
 // constexpr C++ only (NVRTC's -default-device makes these device functions).
 #pragma once
+#include "kjit/ceil_div.cuh"
 
 namespace kjit {
 
@@ -50,6 +51,19 @@ struct Sm90Geometry {
     constexpr int y_box_bytes() const { return block_n * box * 4; }
     constexpr int y_bytes() const { return block_m / box * y_box_bytes(); }
     constexpr int barriers_offset() const { return stages * stage_bytes() + y_bytes(); }
+    /// Column tiles of `batch` images of `pixels` each: an image is ⌈pixels/32⌉ boxes, a tile
+    /// BLOCK_M/32 consecutive boxes (tiles run across images).
+    template <class T>
+    constexpr T column_tiles(T batch, T pixels) const
+    {
+        return ceil_div(batch * ceil_div(pixels, T(box)), T(block_m / box));
+    }
+    /// Every tile of the GEMM: column tiles × ⌈channels / BLOCK_N⌉.
+    template <class T>
+    constexpr T tiles(T batch, T pixels, T channels) const
+    {
+        return column_tiles(batch, pixels) * ceil_div(channels, T(block_n));
+    }
     /// Dynamic shared memory: the stages, the output boxes, a full and an empty barrier per stage,
     /// and the slack that aligns the start to the 1024 bytes 128-byte swizzling wants.
     constexpr int shared_bytes() const { return barriers_offset() + 2 * stages * 8 + 1024; }

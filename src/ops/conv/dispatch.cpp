@@ -10,6 +10,7 @@
 
 #include "jit/log.hpp"
 #include "kjit/ceil_div.cuh"
+#include "kjit/gemm_geometry.cuh"
 #include "ops/conv/gemm_forward.hpp"
 #include "ops/op_checks.hpp"
 
@@ -53,8 +54,10 @@ double gemm_cost(const GemmTiles& t, int split_k, long long p, int n, int k, boo
 /// The Hopper GEMM, in the same units: a persistent block's tiles, each the larger of its wgmma
 /// work and operand traffic (or its K steps' latency), plus the epilogue's store and a start.
 /// Its pipeline hides latency the sm80 model charges, hence the weight against that model.
-double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms) {
-    const long long tiles = ceil_div<long long>(boxes, t.block_m / 32) * ceil_div(n, t.block_n);
+double tma_gemm_cost(const Sm90Tiles& t, const Conv2dShape& s, int sms) {
+    const int n = s.c_out, k = s.c_in;
+    const long long tiles = Sm90Geometry{t.block_m, t.block_n, t.stages}.tiles<long long>(s.batch,
+                                                                                          1LL * s.height * s.width, n);
     const double per_sm = static_cast<double>(ceil_div<long long>(tiles, sms));
     const double math = t.block_m * t.block_n / 1024.0, traffic = (t.block_m + t.block_n) * 4.0 / 24.0;
     const double store = t.block_m * t.block_n * 4.0 / 32.0;
@@ -97,13 +100,12 @@ std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, cons
                                 std::string& why_not) {
     why_not = conv2d_tma_unsupported_reason(a, s, device);
     if (!why_not.empty()) return std::nullopt;
-    const long long boxes = 1LL * s.batch * ceil_div(s.height * s.width, 32);
     std::optional<TmaPick> best;
     for (int m : {128, 64})
         for (int n : {128, 64}) {
             const Sm90Tiles t{m, n, Sm90Tiles::max_stages(m, n, device.max_shared_bytes), 8};
             if (t.stages < 3) continue;
-            const double cost = tma_gemm_cost(t, boxes, s.c_out, s.c_in, device.multiprocessors);
+            const double cost = tma_gemm_cost(t, s, device.multiprocessors);
             if (!best || cost < best->cost) best = TmaPick{t, cost};
         }
     if (!best) why_not = "no TMA pipeline of 3 stages fits this device's shared memory";

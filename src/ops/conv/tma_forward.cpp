@@ -172,9 +172,7 @@ void Conv2dBnSiluGemmTmaForward::pack_args(const OpCall& call, ArgVisitor& visit
 
 Dims Conv2dBnSiluGemmTmaForward::grid(ShapeView y) const {
     detail::check_rank4(y, "output y");
-    const std::size_t boxes = y[0] * ceil_div<std::size_t>(y[2] * y[3], 32);
-    const std::size_t tiles = ceil_div<std::size_t>(boxes, tiles_.block_m / 32) *
-                              ceil_div<std::size_t>(y[1], tiles_.block_n);
+    const std::size_t tiles = geometry(tiles_).tiles(y[0], y[2] * y[3], y[1]);
     return {static_cast<unsigned>(std::clamp<std::size_t>(tiles, 1, multiprocessors_)), 1, 1};
 }
 
