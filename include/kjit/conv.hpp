@@ -158,12 +158,17 @@ public:
 /// a producer and BLOCK_M/64 consumer warpgroups, a persistent grid of min(tiles, SMs) blocks,
 /// and an epilogue through shared memory with TMA stores. The tensor maps are built once per
 /// pointer set and shape and kept by the op. TMA needs OH·OW and C_IN multiples of 4 and
-/// 16-byte aligned tensors: conv2d_tma_unsupported_reason says why a layer cannot be run so.
+/// 16-byte aligned tensors: conv2d_tma_unsupported_reason says why a layer cannot be run so, and
+/// a call whose tensors TMA cannot reach (a misaligned pointer, a padded row stride that is no
+/// multiple of 4) runs on the sm80 kernel (tiles `fallback_tiles`) instead, on the same device.
 class Conv2dBnSiluGemmTmaForward final : public Conv2dOp {
 public:
     using KernelType = TypedKernel<param<"x_map", TensorMap>, param<"w_map", TensorMap>, param<"y_map", TensorMap>,
                                    param<"bn_scale", float*>, param<"bn_shift", float*>, param<"B", std::int32_t>,
                                    param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>, param<"M", std::int32_t>>;
+
+    /// The sm80 kernel's tiles for calls TMA cannot take.
+    static constexpr GemmTiles fallback_tiles{128, 64, 32, 8};
 
     /// Throws UsageError for invalid tiles or a device that is not 9.0.
     Conv2dBnSiluGemmTmaForward(const Sm90Tiles& tiles, const DeviceTraits& device, float bn_eps = 1e-5f);
@@ -171,6 +176,8 @@ public:
 
     [[nodiscard]] const Sm90Tiles& tiles() const noexcept { return tiles_; }
 
+    /// This op, or its sm80 fallback where TMA cannot reach the call's tensors.
+    [[nodiscard]] const RuntimeOp& op_for(const OpCall& call) const override;
     /// Throws UsageError where TMA cannot take the tensors (their strides or alignment).
     void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
     [[nodiscard]] Dims grid(ShapeView output_shape) const override;
@@ -181,6 +188,7 @@ private:
     Sm90Tiles tiles_;
     int multiprocessors_;
     std::unique_ptr<MapCache> maps_;
+    std::unique_ptr<Conv2dBnSiluGemmForward> fallback_;
 };
 
 /// Why the Hopper 1×1 kernel cannot take this layer on this device, in words ("" when it can).

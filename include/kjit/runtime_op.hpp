@@ -100,6 +100,11 @@ public:
 
     // ---- launches (defaults: one launch of kernel_for_launch(0)) ----
 
+    /// The op that runs this call: this one, or one that takes tensors this one cannot (a TMA
+    /// kernel's fallback for a misaligned pointer). forward() runs that op's launches. Default:
+    /// this op.
+    [[nodiscard]] virtual const RuntimeOp& op_for(const OpCall& call) const;
+
     /// Threads per block. Default: the block kernel_for_launch(0) was compiled for (its
     /// launch bounds); an op whose kernel has none overrides this.
     [[nodiscard]] virtual Dims block() const;

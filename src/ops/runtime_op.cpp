@@ -24,6 +24,7 @@ Shape RuntimeOp::compute_concrete_output_shape(std::span<const ShapeView>, Shape
     return Shape(resolved.begin(), resolved.end());
 }
 
+const RuntimeOp& RuntimeOp::op_for(const OpCall&) const { return *this; }
 Dims RuntimeOp::block() const { return {kernel_for_launch(0).max_threads_per_block(), 1, 1}; }
 std::size_t RuntimeOp::n_launches() const { return 1; }
 void RuntimeOp::pack_args_for_launch(std::size_t, const OpCall& call, ArgVisitor& visitor) const {
@@ -99,9 +100,10 @@ void check_inputs(const RuntimeOp& op, const OpCall& call) {
             fmt::format("op takes {} activation inputs, {} were given", op.n_activation_inputs(), call.inputs.size()));
 }
 
-void run_forward(const RuntimeOp& op, Runtime& runtime, const Stream& stream, const OpCall& call,
+void run_forward(const RuntimeOp& self, Runtime& runtime, const Stream& stream, const OpCall& call,
                  const CompileOptions* options) {
-    check_inputs(op, call);
+    check_inputs(self, call);
+    const RuntimeOp& op = self.op_for(call);
     const InputShapes shapes(call.inputs);
     run_launches(
         op, runtime, stream, options, op.n_launches(), op.block(),

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <kjit/conv.hpp>
 
+#include "jit/log.hpp"
 #include "kjit/ceil_div.cuh"
 #include "kjit/gemm_geometry.cuh"
 #include "ops/conv/conv_call.hpp"
@@ -81,25 +82,52 @@ struct Maps {
 };
 
 using u64 = std::uint64_t;
+using u32 = std::uint32_t;
 
-Maps encode_maps(const MapKey& k, const Sm90Tiles& t) {
-    const auto& c = k.call;
-    const u64 m = c.m, cin = c.c_in, cout = c.c_out, b = c.batch, row = c.y_row_stride;
-    const u64 x_dims[] = {m, cin, b}, x_strides[] = {4 * m, 4 * m * cin};
-    const std::uint32_t x_box[] = {32, 32, 1};
-    const u64 w_dims[] = {cin, cout}, w_strides[] = {4 * cin};
-    const std::uint32_t w_box[] = {32, static_cast<std::uint32_t>(t.block_n)};
-    const u64 y_dims[] = {m, cout, b}, y_strides[] = {4 * row, 4 * row * cout};
-    const std::uint32_t y_box[] = {32, static_cast<std::uint32_t>(t.block_n), 1};
-    const TiledTensorMap x{k.x, x_dims, x_strides, x_box}, w{k.w, w_dims, w_strides, w_box},
-        y{k.y, y_dims, y_strides, y_box};
-    for (const auto& [map, what] : {std::pair{&x, "input x"}, {&w, "weight"}, {&y, "output y"}})
-        if (auto why = map->unsupported_reason(); !why.empty())
-            throw UsageError(
-                fmt::format("the TMA conv kernel cannot reach {} through a tensor map: {}; run this "
-                            "layer with the sm80 kernel (a configuration without TMA=1)",
-                            what, why));
-    return {k, x.encode(), w.encode(), y.encode()};
+/// The three maps of one call as TMA sees them: x {M, C_IN, B} in boxes of 32 × 32, w
+/// {C_IN, C_OUT} in boxes of 32 × BLOCK_N, y {M, C_OUT, B} with y's row stride.
+class CallMaps {
+public:
+    CallMaps(const MapKey& k, const Sm90Tiles& t)
+        : x_dims_{u64(k.call.m), u64(k.call.c_in), u64(k.call.batch)},
+          x_strides_{4 * x_dims_[0], 4 * x_dims_[0] * x_dims_[1]},
+          w_dims_{u64(k.call.c_in), u64(k.call.c_out)},
+          w_strides_{4 * w_dims_[0]},
+          y_dims_{u64(k.call.m), u64(k.call.c_out), u64(k.call.batch)},
+          y_strides_{4 * u64(k.call.y_row_stride), 4 * u64(k.call.y_row_stride) * y_dims_[1]},
+          w_box_{32, u32(t.block_n)},
+          y_box_{32, u32(t.block_n), 1},
+          x_{k.x, x_dims_, x_strides_, x_box_},
+          w_{k.w, w_dims_, w_strides_, w_box_},
+          y_{k.y, y_dims_, y_strides_, y_box_} {}
+    CallMaps(const CallMaps&) = delete;  // the maps point into this object's arrays
+    CallMaps& operator=(const CallMaps&) = delete;
+
+    /// The first map TMA cannot take and why, or "".
+    [[nodiscard]] std::string unsupported_reason() const {
+        for (const auto& [map, what] : {std::pair{&x_, "input x"}, {&w_, "weight"}, {&y_, "output y"}})
+            if (auto why = map->unsupported_reason(); !why.empty())
+                return fmt::format("the TMA conv kernel cannot reach {} through a tensor map: {}", what, why);
+        return {};
+    }
+    [[nodiscard]] Maps encode(const MapKey& k) const {
+        if (auto why = unsupported_reason(); !why.empty())
+            throw UsageError(why + "; run this layer with the sm80 kernel (a configuration without TMA=1)");
+        return {k, x_.encode(), w_.encode(), y_.encode()};
+    }
+
+private:
+    u64 x_dims_[3], x_strides_[2], w_dims_[2], w_strides_[1], y_dims_[3], y_strides_[2];
+    u32 x_box_[3] = {32, 32, 1}, w_box_[2], y_box_[3];
+    TiledTensorMap x_, w_, y_;
+};
+
+MapKey map_key(const OpCall& call) {
+    require(call.params.size() == 3, "conv2d_bn_silu takes 3 parameters (weight, bn_scale, bn_shift), {} given",
+            call.params.size());
+    const auto p = detail::resolve_pointwise_call(call);
+    return {detail::non_null(call.inputs[0].data, "input x"), detail::non_null(call.params[0], "parameter weight"),
+            detail::non_null(call.output, "output y"), p};
 }
 
 }  // namespace
@@ -113,7 +141,7 @@ public:
         for (const auto& m : maps_)
             if (m->key == key) return *m;
         if (maps_.size() == capacity) maps_.pop_front();
-        maps_.push_back(std::make_unique<Maps>(encode_maps(key, tiles)));
+        maps_.push_back(std::make_unique<Maps>(CallMaps(key, tiles).encode(key)));
         return *maps_.back();
     }
 
@@ -147,17 +175,25 @@ Conv2dBnSiluGemmTmaForward::Conv2dBnSiluGemmTmaForward(const Sm90Tiles& tiles, c
     : Conv2dOp(tma_kernel(tiles, device), {.bn_eps = bn_eps}),
       tiles_(tiles),
       multiprocessors_(device.multiprocessors),
-      maps_(std::make_unique<MapCache>()) {}
+      maps_(std::make_unique<MapCache>()),
+      fallback_(std::make_unique<Conv2dBnSiluGemmForward>(fallback_tiles.block_m, fallback_tiles.block_n,
+                                                          fallback_tiles.block_k, fallback_tiles.group_m,
+                                                          device.max_shared_bytes, 1, bn_eps)) {}
+
+const RuntimeOp& Conv2dBnSiluGemmTmaForward::op_for(const OpCall& call) const {
+    const MapKey key = map_key(call);
+    if (const auto why = CallMaps(key, tiles_).unsupported_reason(); !why.empty()) {
+        detail::debug(fmt::format("{}: the sm80 kernel {} runs this call", why, fallback_->kernel().id()));
+        return *fallback_;
+    }
+    return *this;
+}
 
 Conv2dBnSiluGemmTmaForward::~Conv2dBnSiluGemmTmaForward() = default;
 
 void Conv2dBnSiluGemmTmaForward::pack_args(const OpCall& call, ArgVisitor& visitor) const {
-    const auto p = detail::resolve_pointwise_call(call);
-    require(call.params.size() == 3, "conv2d_bn_silu takes 3 parameters (weight, bn_scale, bn_shift), {} given",
-            call.params.size());
-    const MapKey key{detail::non_null(call.inputs[0].data, "input x"),
-                     detail::non_null(call.params[0], "parameter weight"), detail::non_null(call.output, "output y"),
-                     p};
+    const MapKey key = map_key(call);
+    const auto& p = key.call;
     const Maps& maps = maps_->get(key, tiles_);
     visitor.visit_tensor_map(maps.x);
     visitor.visit_tensor_map(maps.w);

@@ -246,20 +246,27 @@ TEST_CASE("the TMA kernel builds for sm_90a only: TMA, wgmma and setmaxnreg, uns
     CHECK_FALSE(k.runs_on(Arch(10, 0)));
 }
 
-TEST_CASE("the TMA op refuses tensors TMA cannot reach, before it asks the driver for a map") {
+TEST_CASE("the TMA op hands calls TMA cannot reach to the sm80 kernel, and refuses to pack them") {
     const DeviceTraits h200{132, 232448, Arch(9, 0)};
     const Conv2dBnSiluGemmTmaForward op({128, 128, 4, 8}, h200);
     const Shape x{2, 64, 8, 8}, y{2, 64, 8, 8};
-    const Tensor inputs[] = {{fake(0x10000), x}};
+    const Tensor inputs[] = {{fake(0x10000), x}}, odd[] = {{fake(0x10004), x}};
     void* const params[] = {fake(0x20000), fake(0x30000), fake(0x40000)};
+    const OpCall aligned{inputs, params, fake(0x50000), y, 64}, padded{inputs, params, fake(0x50000), y, 66},
+        misaligned{odd, params, fake(0x50000), y, 64};
+    CHECK(&op.op_for(aligned) == &op);
+    for (const OpCall* call : {&padded, &misaligned}) {
+        const RuntimeOp& runs = op.op_for(*call);
+        CHECK(&runs != &op);
+        CHECK(runs.kernel_for_launch(0).name() == "conv2d_bn_silu_gemm_forward");
+        CHECK(&op.op_for(*call) == &runs);  // one fallback, kept by the op
+    }
+    // Packed directly, the TMA kernel's arguments say what TMA cannot take, before the driver is asked.
     Recorder r;
-    CHECK(error_of([&] {
-              op.pack_args({inputs, params, fake(0x50000), y, 66}, r);
-          }).find("stride of dimension 1 is 264 bytes") !=
-          std::string::npos);  // a padded row that breaks the 16-byte rule
-    const Tensor odd[] = {{fake(0x10004), x}};
-    CHECK(error_of([&] { op.pack_args({odd, params, fake(0x50000), y, 64}, r); }).find("input x") != std::string::npos);
-    CHECK(error_of([&] {
-              op.pack_args({odd, params, fake(0x50000), y, 64}, r);
-          }).find("16-byte aligned") != std::string::npos);
+    CHECK(error_of([&] { op.pack_args(padded, r); }).find("stride of dimension 1 is 264 bytes") != std::string::npos);
+    CHECK(error_of([&] { op.pack_args(misaligned, r); }).find("input x") != std::string::npos);
+    CHECK(error_of([&] { op.pack_args(misaligned, r); }).find("16-byte aligned") != std::string::npos);
+    // Every other op runs its own calls.
+    const Conv2dBnSiluGemmForward sm80(64, 64, 32, 8);
+    CHECK(&sm80.op_for(padded) == &sm80);
 }
