@@ -4,16 +4,12 @@
 // with k = (ci, kh, kw) over the group's input channels and j = (b, oh, ow). Patches are
 // gathered from x straight into shared memory: the im2col matrix never exists. The GEMM
 // (tile scheduler, mainloop, epilogue) is kjit/gemm.cuh; this file is its column policy.
+#include "kjit/divisor.cuh"
 #include "kjit/gemm.cuh"
 
 namespace implicit_gemm {
 
-/// n / d for the small divisors here (d ≤ 64, n·d < 2³²): one multiply-high by ⌈2³²/d⌉.
-struct Divisor {
-    unsigned d, magic;
-    __device__ explicit Divisor(unsigned divisor) : d(divisor), magic(0xffffffffu / divisor + 1) {}
-    __device__ __forceinline__ unsigned div(unsigned n) const { return d == 1 ? n : __umulhi(n, magic); }
-};
+using kjit::Divisor;
 
 /// Image patches as GEMM columns. Each thread keeps one column j — an output pixel — for the
 /// whole K loop, and gathers its patch rows k = (ci, kh, kw), zero outside the padded image.

@@ -25,6 +25,18 @@ struct Columns {
         const int s = tile_m * (BLOCK_M / 32) + i, b = s / boxes_per_image;
         return {(s - b * boxes_per_image) * 32, b};
     }
+    // Boxes are whole 128-byte-swizzled rows: 32 of K × 32 pixels, pixel-major.
+    __device__ static constexpr unsigned x_box_bytes() { return kjit::Sm90Geometry::box * 32 * 4; }
+    /// A's elements of a tile: X[k][pixel] of a box.
+    struct Fragments {
+        __device__ static float at(unsigned box, int, int k, int pixel)
+        {
+            return kjit::load_shared(box + gemm::sm90::swizzled(k, pixel));
+        }
+    };
+    __device__ static Fragments fragments(int, int) { return {}; }
+    __device__ static unsigned y_offset(int channel, int pixel) { return gemm::sm90::swizzled(channel, pixel); }
+
     __device__ __forceinline__ void load(unsigned dst, int tile_m, int i, int k0, unsigned bar) const
     {
         const Box p = box(tile_m, i);

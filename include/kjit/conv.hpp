@@ -66,7 +66,7 @@ struct GemmTiles {
     friend bool operator==(const GemmTiles&, const GemmTiles&) = default;
 };
 
-/// Tile constants of the Hopper 1×1 kernel (kernels_src/kjit/gemm_sm90.cuh): BLOCK_M pixels (64
+/// Tile constants of the Hopper conv kernels (kernels_src/kjit/gemm_sm90.cuh): BLOCK_M pixels (64
 /// per consumer warpgroup) by BLOCK_N output channels per tile, STAGES K steps of 32 in flight,
 /// GROUP_M column tiles per L2-sharing group.
 struct Sm90Tiles {
@@ -153,27 +153,19 @@ public:
     void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
 };
 
-/// 1×1, stride 1, unpadded, ungrouped Conv2d + BN + SiLU on Hopper (sm_90a, 9.0 devices only):
-/// the GEMM of Conv2dBnSiluGemmForward fed by TMA through an mbarrier pipeline, TF32 wgmma,
-/// a producer and BLOCK_M/64 consumer warpgroups, a persistent grid of min(tiles, SMs) blocks,
-/// and an epilogue through shared memory with TMA stores. The tensor maps are built once per
-/// pointer set and shape and kept by the op. TMA needs OH·OW and C_IN multiples of 4 and
-/// 16-byte aligned tensors: conv2d_tma_unsupported_reason says why a layer cannot be run so, and
-/// a call whose tensors TMA cannot reach (a misaligned pointer, a padded row stride that is no
-/// multiple of 4) runs on the sm80 kernel (tiles `fallback_tiles`) instead, on the same device.
-class Conv2dBnSiluGemmTmaForward final : public Conv2dOp {
+/// What the Hopper conv ops share (sm_90a, 9.0 devices only): TMA loads through an mbarrier
+/// pipeline, TF32 wgmma, a producer and BLOCK_M/64 consumer warpgroups, a persistent grid of
+/// min(tiles, SMs) blocks, and an epilogue through shared memory with TMA stores. The tensor
+/// maps are built once per pointer set and shape and kept by the op. A layer TMA cannot take
+/// (conv2d_tma_unsupported_reason says why) is for the sm80 kernels; a call whose tensors TMA
+/// cannot reach (a misaligned pointer, a padded row stride that is no multiple of 4) runs on the
+/// sm80 kernel (tiles `fallback_tiles`) instead, on the same device.
+class TmaConvOp : public Conv2dOp {
 public:
-    using KernelType = TypedKernel<param<"x_map", TensorMap>, param<"w_map", TensorMap>, param<"y_map", TensorMap>,
-                                   param<"bn_scale", float*>, param<"bn_shift", float*>, param<"B", std::int32_t>,
-                                   param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>, param<"M", std::int32_t>>;
-
     /// The sm80 kernel's tiles for calls TMA cannot take.
     static constexpr GemmTiles fallback_tiles{128, 64, 32, 8};
 
-    /// Throws UsageError for invalid tiles or a device that is not 9.0.
-    Conv2dBnSiluGemmTmaForward(const Sm90Tiles& tiles, const DeviceTraits& device, float bn_eps = 1e-5f);
-    ~Conv2dBnSiluGemmTmaForward() override;
-
+    ~TmaConvOp() override;
     [[nodiscard]] const Sm90Tiles& tiles() const noexcept { return tiles_; }
 
     /// This op, or its sm80 fallback where TMA cannot reach the call's tensors.
@@ -183,15 +175,53 @@ public:
     [[nodiscard]] Dims grid(ShapeView output_shape) const override;
     [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return tiles_.shared_bytes(); }
 
+protected:
+    /// Throws UsageError for invalid tiles or a device that is not 9.0.
+    TmaConvOp(std::string kernel_name, std::vector<Param> signature, const Sm90Tiles& tiles, const Conv2dAttrs& attrs,
+              const DeviceTraits& device);
+
 private:
     class MapCache;
     Sm90Tiles tiles_;
     int multiprocessors_;
     std::unique_ptr<MapCache> maps_;
-    std::unique_ptr<Conv2dBnSiluGemmForward> fallback_;
+    std::unique_ptr<GemmConvOp> fallback_;
 };
 
-/// Why the Hopper 1×1 kernel cannot take this layer on this device, in words ("" when it can).
+/// 1×1, stride 1, unpadded, ungrouped Conv2d + BN + SiLU on Hopper
+/// (kernels_src/conv2d_bn_silu_gemm_tma_forward.cu): the GEMM of Conv2dBnSiluGemmForward on the
+/// TMA + wgmma path. TMA needs OH·OW and C_IN multiples of 4 and 16-byte aligned tensors.
+class Conv2dBnSiluGemmTmaForward final : public TmaConvOp {
+public:
+    using KernelType = TypedKernel<param<"x_map", TensorMap>, param<"w_map", TensorMap>, param<"y_map", TensorMap>,
+                                   param<"bn_scale", float*>, param<"bn_shift", float*>, param<"B", std::int32_t>,
+                                   param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>, param<"M", std::int32_t>>;
+
+    /// Throws UsageError for invalid tiles or a device that is not 9.0.
+    Conv2dBnSiluGemmTmaForward(const Sm90Tiles& tiles, const DeviceTraits& device, float bn_eps = 1e-5f);
+};
+
+/// Conv2d (any kernel size up to 64 taps, stride, padding; ungrouped, dilation 1) + BN + SiLU on
+/// Hopper (kernels_src/conv2d_bn_silu_tma_forward.cu): the implicit GEMM of Conv2dBnSiluForward on
+/// the TMA + wgmma path. W is read in place (K = C_IN·KH·KW per output channel); each K step's X
+/// box is the input patch of 32 output pixels — BOX_W along a row × 32/BOX_W rows, BOX_W chosen
+/// per shape — in the input channels the step's 32 k touch, one TMA copy whose zero fill is the
+/// padding. TMA needs W, OW and C_IN·KH·KW multiples of 4 and 16-byte aligned tensors.
+class Conv2dBnSiluTmaForward final : public TmaConvOp {
+public:
+    using KernelType = TypedKernel<param<"x_map", TensorMap>, param<"w_map", TensorMap>, param<"y_map", TensorMap>,
+                                   param<"bn_scale", float*>, param<"bn_shift", float*>, param<"B", std::int32_t>,
+                                   param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>, param<"OH", std::int32_t>,
+                                   param<"OW", std::int32_t>, param<"KH", std::int32_t>, param<"KW", std::int32_t>,
+                                   param<"stride", std::int32_t>, param<"pad", std::int32_t>,
+                                   param<"box_w", std::int32_t>, param<"box_channels", std::int32_t>>;
+
+    /// Throws UsageError for invalid tiles, a device that is not 9.0, or attributes the kernel
+    /// does not take (groups, dilation, unequal strides or paddings, more than 64 taps).
+    Conv2dBnSiluTmaForward(const Sm90Tiles& tiles, const Conv2dAttrs& attrs, const DeviceTraits& device);
+};
+
+/// Why the Hopper kernels cannot take this layer on this device, in words ("" when they can).
 [[nodiscard]] std::string conv2d_tma_unsupported_reason(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                         const DeviceTraits& device);
 

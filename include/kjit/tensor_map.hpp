@@ -26,9 +26,9 @@ struct TiledTensorMap {
 
     /// Why TMA cannot take this map — the rule broken, in words — or "" when it can. Needs no driver.
     [[nodiscard]] std::string unsupported_reason() const;
-    /// Encodes the map (elements outside the tensor read as zero) in the current context (the
-    /// tensor's device: make it current first). Throws UsageError with unsupported_reason(), or
-    /// CudaError / NoDeviceError from the driver.
+    /// Encodes the map (elements outside the tensor read as zero) in the context that owns the
+    /// tensor, from any thread. Throws UsageError with unsupported_reason(), or CudaError /
+    /// NoDeviceError from the driver (a base the driver does not know: cuPointerGetAttribute).
     [[nodiscard]] TensorMap encode() const;
 };
 

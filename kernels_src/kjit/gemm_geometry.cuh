@@ -51,12 +51,18 @@ struct Sm90Geometry {
     constexpr int y_box_bytes() const { return block_n * box * 4; }
     constexpr int y_bytes() const { return block_m / box * y_box_bytes(); }
     constexpr int barriers_offset() const { return stages * stage_bytes() + y_bytes(); }
-    /// Column tiles of `batch` images of `pixels` each: an image is ⌈pixels/32⌉ boxes, a tile
-    /// BLOCK_M/32 consecutive boxes (tiles run across images).
+    /// Column tiles of `boxes` output boxes of 32 pixels: a tile is BLOCK_M/32 consecutive boxes.
+    template <class T>
+    constexpr T column_tiles(T boxes) const
+    {
+        return ceil_div(boxes, T(block_m / box));
+    }
+    /// Column tiles of `batch` images of `pixels` each, an image ⌈pixels/32⌉ boxes (tiles run
+    /// across images).
     template <class T>
     constexpr T column_tiles(T batch, T pixels) const
     {
-        return ceil_div(batch * ceil_div(pixels, T(box)), T(block_m / box));
+        return column_tiles(batch * ceil_div(pixels, T(box)));
     }
     /// Every tile of the GEMM: column tiles × ⌈channels / BLOCK_N⌉.
     template <class T>
@@ -67,6 +73,37 @@ struct Sm90Geometry {
     /// Dynamic shared memory: the stages, the output boxes, a full and an empty barrier per stage,
     /// and the slack that aligns the start to the 1024 bytes 128-byte swizzling wants.
     constexpr int shared_bytes() const { return barriers_offset() + 2 * stages * 8 + 1024; }
+};
+
+/// The Hopper implicit GEMM's X box: the input patch that 32 output pixels — BOX_W along a row
+/// × 32/BOX_W rows — read for one K step (32 consecutive k = (channel, tap) of a KH × KW filter
+/// at `stride`): `channels` input channels × patch_h() rows × patch_w() columns, dense, one TMA
+/// box (the tensor map's zero fill pads it past the image's right and bottom edges).
+struct TapBox {
+    int box_w, channels, kh, kw, stride;
+
+    constexpr int rows() const { return 32 / box_w; }
+    constexpr int patch_h() const { return (rows() - 1) * stride + kh; }
+    /// 16-byte rows, and 3 columns more: a load starts at the 16-byte boundary at or before the
+    /// patch's first column (TMA takes no other starting column).
+    constexpr int patch_w() const { return ceil_div((box_w - 1) * stride + kw + 3, 4) * 4; }
+    constexpr int bytes() const { return channels * patch_h() * patch_w() * 4; }
+    /// Input channels any 32 consecutive k of a step can touch (steps start at multiples of 32).
+    static constexpr int step_channels(int taps)
+    {
+        int most = 0;
+        for (int k0 = 0; k0 < 32 * taps; k0 += 32) {
+            const int span = (k0 + 31) / taps - k0 / taps + 1;
+            most = span > most ? span : most;
+        }
+        return most;
+    }
+    /// Output boxes of `batch` images of oh × ow pixels: ⌈oh / rows⌉ × ⌈ow / BOX_W⌉ each.
+    template <class T>
+    constexpr T boxes(T batch, T oh, T ow) const
+    {
+        return batch * ceil_div(oh, T(rows())) * ceil_div(ow, T(box_w));
+    }
 };
 
 }  // namespace kjit

@@ -50,7 +50,7 @@ __device__ __forceinline__ void gemm_bn_silu(const Columns& columns, const kjit:
         Accumulators<BLOCK_N> acc;
         for (int pid = blockIdx.x; pid < tiles.count(); pid += gridDim.x) {
             const TileCoord t = tiles.at(pid);
-            consume_tile(acc, shared, consumer, k_steps, pipe);
+            consume_tile(acc, shared, columns, consumer, t.m, k_steps, pipe);
             store_tile(acc, shared, columns, consumer, t.m, t.n * BLOCK_N, N, bn_scale, bn_shift);
         }
         if (threadIdx.x % 128 == 0) kjit::tma_store_wait();  // before the block's shared memory goes

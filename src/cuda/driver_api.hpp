@@ -17,7 +17,8 @@ namespace kjit::detail {
     X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)           \
     X(cuMemcpyDtoH) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                        \
     X(cuEventElapsedTime) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch)       \
-    X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuMemcpy2DAsync) X(cuMemsetD8) X(cuTensorMapEncodeTiled)
+    X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuMemcpy2DAsync) X(cuMemsetD8) X(cuTensorMapEncodeTiled)        \
+    X(cuPointerGetAttribute) X(cuCtxPushCurrent) X(cuCtxPopCurrent)
 // clang-format on
 
 /// Function pointers into libcuda, typed from cuda.h's own prototypes.

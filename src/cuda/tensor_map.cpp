@@ -78,12 +78,24 @@ TensorMap TiledTensorMap::encode() const {
         element_strides[i] = 1;
         if (i + 1 < rank) stride[i] = byte_strides[i];
     }
+    // Encode in the context that owns the tensor, whichever is current on this thread.
+    const auto& d = detail::driver();
+    CUcontext owner = nullptr, current = nullptr;
+    detail::check(d.cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, reinterpret_cast<CUdeviceptr>(base)),
+                  "cuPointerGetAttribute(CONTEXT) of the tensor map's base");
+    detail::check(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+    const bool switch_context = owner && owner != current;
+    if (switch_context) detail::check(d.cuCtxPushCurrent(owner), "cuCtxPushCurrent");
     CUtensorMap map;
-    detail::check(detail::driver().cuTensorMapEncodeTiled(
-                      &map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, rank, const_cast<void*>(base), size, stride, box_size,
-                      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, driver_swizzle(swizzle),
-                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-                  "cuTensorMapEncodeTiled");
+    const CUresult encoded = d.cuTensorMapEncodeTiled(
+        &map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, rank, const_cast<void*>(base), size, stride, box_size, element_strides,
+        CU_TENSOR_MAP_INTERLEAVE_NONE, driver_swizzle(swizzle), CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (switch_context) {
+        CUcontext popped = nullptr;
+        detail::check(d.cuCtxPopCurrent(&popped), "cuCtxPopCurrent");
+    }
+    detail::check(encoded, "cuTensorMapEncodeTiled");
     TensorMap out;
     std::memcpy(out.opaque.data(), &map, sizeof map);
     return out;

@@ -38,10 +38,18 @@ std::vector<Kernel> gemm_configurations() {
     return kernels;
 }
 
+const DeviceTraits hopper(132, 232448, Arch(9, 0));  // every 9.0 device builds the same kernels
+
 std::vector<Kernel> tma_gemm_configurations() {
-    const DeviceTraits hopper(132, 232448, Arch(9, 0));  // every 9.0 device builds the same kernels
     std::vector<Kernel> kernels;
     for (const auto& t : Sm90Tiles::configurations()) kernels.push_back(Conv2dBnSiluGemmTmaForward(t, hopper).kernel());
+    return kernels;
+}
+
+std::vector<Kernel> tma_implicit_gemm_configurations() {
+    std::vector<Kernel> kernels;
+    for (const auto& t : Sm90Tiles::configurations())
+        kernels.push_back(Conv2dBnSiluTmaForward(t, three_by_three, hopper).kernel());
     return kernels;
 }
 
@@ -73,6 +81,8 @@ const KernelFamily families[] = {
      tma_gemm_configurations},
     {"conv2d_bn_silu_forward", "Conv2d (any size, stride, padding, groups) + BatchNorm + SiLU as an implicit TF32 GEMM",
      implicit_gemm_configurations},
+    {"conv2d_bn_silu_tma_forward", "the same on Hopper: TMA patch boxes + wgmma, warp-specialised (sm_90a only)",
+     tma_implicit_gemm_configurations},
     {"conv2d_bn_silu_direct_forward", "Conv2d + BatchNorm + SiLU computed directly in fp32 (depthwise, narrow groups)",
      direct_configurations},
     {"add", "y = a + b (residual connections)", single_configuration<AddOp>},

@@ -79,7 +79,6 @@ private:
 template <class KernelOf, class Pack, class GridOf>
 void run_launches(const RuntimeOp& op, Runtime& runtime, const Stream& stream, const CompileOptions* options,
                   std::size_t count, Dims block, KernelOf&& kernel_of, Pack&& pack, GridOf&& grid_of) {
-    stream.device().make_current();  // packing may ask the driver (TMA tensor maps) in this device's context
     for (std::size_t i = 0; i < count; ++i) {
         const Kernel& kernel = kernel_of(i);
         ArgPack args(kernel.params(), kernel.id());

@@ -48,17 +48,10 @@ TEST_CASE("tensor maps: every TMA rule broken is named before the driver is aske
     CHECK_THROWS_WITH_AS((void)m.encode(), doctest::Contains("tensor map: the tensor's address"), UsageError);
 }
 
-TEST_CASE("tensor maps: the driver encodes a valid map, or there is no driver to ask") {
+TEST_CASE("tensor maps: without a driver, encoding says there is none") {
+    if (device_count() > 0) return;  // tests/cuda/test_tensor_map_gpu.cpp encodes real tensors
     const std::uint64_t dims[] = {1024, 64}, strides[] = {1024 * 4};
     const std::uint32_t box[] = {32, 64};
     const TiledTensorMap map{at(0x100000), dims, strides, box};
-    if (device_count() == 0) {
-        CHECK_THROWS_AS((void)map.encode(), NoDeviceError);
-        return;
-    }
-    Device::get(0).make_current();
-    const TensorMap encoded = map.encode();
-    bool written = false;
-    for (auto word : encoded.opaque) written = written || word != 0;
-    CHECK(written);
+    CHECK_THROWS_AS((void)map.encode(), NoDeviceError);
 }

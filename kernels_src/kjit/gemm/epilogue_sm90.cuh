@@ -1,6 +1,7 @@
 // The sm90 epilogue: BN + SiLU on a consumer warpgroup's accumulators, written through its two
-// 128-byte-swizzled output boxes (BLOCK_N channels × 32 pixels each) and stored by TMA, which
-// clips at the tensor's edges — nothing outside y's valid region is written.
+// output boxes (BLOCK_N channels × 32 pixels each, laid out as the Columns policy's y map wants)
+// and stored by TMA, which clips at the tensor's edges — nothing outside y's valid region is
+// written.
 #pragma once
 #include "kjit/bn_silu.cuh"
 #include "kjit/gemm/mainloop_sm90.cuh"
@@ -40,7 +41,7 @@ __device__ __forceinline__ void store_tile(const Accumulators<BLOCK_N>& acc,
 #pragma unroll
             for (int v1 = 0; v1 < 2; ++v1)
                 kjit::store_shared(
-                    box + swizzled(c + v0, pixels[v1].pixel),
+                    box + Columns::y_offset(c + v0, pixels[v1].pixel),
                     kjit::bn_silu(acc[v0 + 2 * v1 + 4 * j], v0 ? scale.y : scale.x, v0 ? shift.y : shift.x));
     }
     kjit::fence_proxy_async();  // the writes above, before TMA reads the boxes

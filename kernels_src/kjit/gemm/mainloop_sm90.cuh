@@ -3,8 +3,9 @@
 // consumer warpgroup computes Yᵀ = Xᵀ · Wᵀ: A = Xᵀ (64 pixels × 8 of K) is read from the X boxes
 // into registers, B = W (BLOCK_N channels × 8 of K) is read by the tensor cores through a
 // descriptor. Every operand lands in 128-byte-swizzled rows of 32 floats:
-//   W stage: BLOCK_N rows (channels) × 32 of K          — one TMA box
-//   X stage: BLOCK_M/32 boxes of 32 rows (K) × 32 pixels — one TMA box each
+//   W stage: BLOCK_N rows (channels) × 32 of K — one TMA box, 128-byte-swizzled rows of 32 floats
+//   X stage: BLOCK_M/32 boxes of 32 pixels × 32 of K, one TMA box each in a slot of 4 KB, laid out
+//            as the Columns policy says (it also says where each A element of a box lives)
 // One producer warp issues the copies; the consumers wait on a stage's "full" barrier and hand
 // it back through its "empty" barrier once their wgmma on it are done.
 #pragma once
@@ -66,7 +67,8 @@ struct PipelineState {
 };
 
 /// The producer's side: for each K step, wait until the consumers released the stage, then
-/// have TMA fill it — W's box, and the X boxes the Columns policy names — and count its bytes.
+/// have TMA fill it — W's box, and the X boxes the Columns policy names — and count its bytes
+/// (what TMA will write: the whole boxes, zero-filled where they leave the tensor).
 template <int BLOCK_M, int BLOCK_N, int STAGES, class Columns>
 __device__ __forceinline__ void produce_tile(const Shared<BLOCK_M, BLOCK_N, STAGES>& shared, const Columns& columns,
                                              const kjit::TensorMap& w_map, int tile_m, int row0, int k_steps,
@@ -76,7 +78,7 @@ __device__ __forceinline__ void produce_tile(const Shared<BLOCK_M, BLOCK_N, STAG
     for (int kt = 0; kt < k_steps; ++kt, pipe.advance()) {
         kjit::mbarrier_wait(shared.empty(pipe.stage), pipe.phase ^ 1);  // a fresh barrier's "previous" phase is done
         const unsigned full = shared.full(pipe.stage);
-        kjit::mbarrier_arrive_expect_tx(full, G.stage_bytes());
+        kjit::mbarrier_arrive_expect_tx(full, G.w_bytes() + BLOCK_M / G.box * columns.x_box_bytes());
         kjit::tma_load(shared.w(pipe.stage), w_map, kt * G.block_k, row0, full);
 #pragma unroll
         for (int box = 0; box < BLOCK_M / G.box; ++box)
@@ -89,22 +91,25 @@ __device__ __forceinline__ void produce_tile(const Shared<BLOCK_M, BLOCK_N, STAG
 template <int BLOCK_N>
 using Accumulators = float[BLOCK_N / 2];
 
-/// The A fragments of one K step (32 of K: 4 wgmma k8) for this thread, tf32-rounded, from the
-/// two X boxes of consumer warpgroup `consumer`.
-template <int BLOCK_M, int BLOCK_N, int STAGES>
-__device__ __forceinline__ void load_a(unsigned (&a)[4][4], const Shared<BLOCK_M, BLOCK_N, STAGES>& shared, int stage,
-                                       int consumer)
+/// This thread's X box of a consumer warpgroup's two: its rows' pixels share one.
+__device__ __forceinline__ int a_box(int consumer) { return 2 * consumer + row_pixel(threadIdx.x / 32 % 4, 0, 0).box; }
+
+/// The A fragments of K step `kt` (32 of K: 4 wgmma k8) for this thread, tf32-rounded, from its
+/// X box in the stage, read where the Columns policy's `fragments` (for this tile) place them.
+template <int BLOCK_M, int BLOCK_N, int STAGES, class Fragments>
+__device__ __forceinline__ void load_a(unsigned (&a)[4][4], const Shared<BLOCK_M, BLOCK_N, STAGES>& shared,
+                                       const Fragments& fragments, int stage, int consumer, int kt)
 {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4, g = lane / 4, t = lane % 4;
     const RowPixel lo = row_pixel(warp, 0, g), hi = row_pixel(warp, 1, g);
-    const unsigned box = shared.x(stage, 2 * consumer + lo.box);  // lo and hi share the box
+    const unsigned box = shared.x(stage, a_box(consumer));
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
         const int k = 8 * s + t;
-        a[s][0] = kjit::to_tf32(kjit::load_shared(box + swizzled(k, lo.pixel)));
-        a[s][1] = kjit::to_tf32(kjit::load_shared(box + swizzled(k, hi.pixel)));
-        a[s][2] = kjit::to_tf32(kjit::load_shared(box + swizzled(k + 4, lo.pixel)));
-        a[s][3] = kjit::to_tf32(kjit::load_shared(box + swizzled(k + 4, hi.pixel)));
+        a[s][0] = kjit::to_tf32(fragments.at(box, kt, k, lo.pixel));
+        a[s][1] = kjit::to_tf32(fragments.at(box, kt, k, hi.pixel));
+        a[s][2] = kjit::to_tf32(fragments.at(box, kt, k + 4, lo.pixel));
+        a[s][3] = kjit::to_tf32(fragments.at(box, kt, k + 4, hi.pixel));
     }
 }
 
@@ -121,17 +126,19 @@ __device__ __forceinline__ void hold(const unsigned (&a)[4][4])
 /// done, one step behind the newest so the tensor cores always have the next step queued. The
 /// A fragments of two consecutive steps are in flight at once, so they alternate between two
 /// register sets (steps taken in pairs), each held until its wgmma retire.
-template <int BLOCK_M, int BLOCK_N, int STAGES>
+template <int BLOCK_M, int BLOCK_N, int STAGES, class Columns>
 __device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const Shared<BLOCK_M, BLOCK_N, STAGES>& shared,
-                                             int consumer, int k_steps, PipelineState<STAGES>& pipe)
+                                             const Columns& columns, int consumer, int tile_m, int k_steps,
+                                             PipelineState<STAGES>& pipe)
 {
+    const auto fragments = columns.fragments(tile_m, a_box(consumer));
     const bool releases = threadIdx.x % 32 == 0;  // one arrival per consumer warp
 #pragma unroll
     for (int i = 0; i < BLOCK_N / 2; ++i) acc[i] = 0.0f;
     int previous = -1;
-    auto step = [&](unsigned(&a)[4][4], const unsigned(&in_flight)[4][4]) {
+    auto step = [&](unsigned(&a)[4][4], const unsigned(&in_flight)[4][4], int kt) {
         kjit::mbarrier_wait(shared.full(pipe.stage), pipe.phase);
-        load_a(a, shared, pipe.stage, consumer);
+        load_a(a, shared, fragments, pipe.stage, consumer, kt);
         kjit::wgmma_fence();  // the A fragments and the accumulators, before wgmma reads them
 #pragma unroll
         for (int s = 0; s < 4; ++s)
@@ -145,8 +152,8 @@ __device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const S
     };
     unsigned even[4][4] = {}, odd[4][4] = {};
     for (int kt = 0; kt < k_steps; kt += 2) {
-        step(even, odd);
-        if (kt + 1 < k_steps) step(odd, even);
+        step(even, odd, kt);
+        if (kt + 1 < k_steps) step(odd, even, kt + 1);
     }
     kjit::wgmma_wait<0>();
     hold(even);

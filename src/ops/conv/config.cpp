@@ -50,7 +50,7 @@ std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2d
         if (auto why = conv2d_tma_unsupported_reason(a, s, device); !why.empty())
             throw UsageError(fmt::format("configuration '{}': {}", config, why));
         const Sm90Tiles t{take("BLOCK_M"), take("BLOCK_N"), take("STAGES"), take("GROUP_M", 8)};
-        op = std::make_unique<Conv2dBnSiluGemmTmaForward>(t, device, a.bn_eps);
+        op = detail::make_tma_conv(a, t, device);
     } else if (values.contains("BLOCK_OC")) {
         const int oc = take("BLOCK_OC"), ow = take("BLOCK_OW");
         op = std::make_unique<Conv2dBnSiluDirectForward>(oc, ow, a, s, device.max_shared_bytes);
@@ -80,7 +80,7 @@ std::string direct_config(const DirectTiles& t) {
 
 std::string conv2d_bn_silu_config(const Conv2dOp& op) {
     if (const auto* g = dynamic_cast<const GemmConvOp*>(&op)) return gemm_config(g->tiles(), g->split_k());
-    if (const auto* t = dynamic_cast<const Conv2dBnSiluGemmTmaForward*>(&op)) return tma_config(t->tiles());
+    if (const auto* t = dynamic_cast<const TmaConvOp*>(&op)) return tma_config(t->tiles());
     return direct_config(dynamic_cast<const Conv2dBnSiluDirectForward&>(op).tiles());
 }
 

@@ -54,10 +54,8 @@ double gemm_cost(const GemmTiles& t, int split_k, long long p, int n, int k, boo
 /// The Hopper GEMM, in the same units: a persistent block's tiles, each the larger of its wgmma
 /// work and operand traffic (or its K steps' latency), plus the epilogue's store and a start.
 /// Its pipeline hides latency the sm80 model charges, hence the weight against that model.
-double tma_gemm_cost(const Sm90Tiles& t, const Conv2dShape& s, int sms) {
-    const int n = s.c_out, k = s.c_in;
-    const long long tiles = Sm90Geometry{t.block_m, t.block_n, t.stages}.tiles<long long>(s.batch,
-                                                                                          1LL * s.height * s.width, n);
+double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms) {
+    const long long tiles = Sm90Geometry{t.block_m, t.block_n, t.stages}.column_tiles(boxes) * ceil_div(n, t.block_n);
     const double per_sm = static_cast<double>(ceil_div<long long>(tiles, sms));
     const double math = t.block_m * t.block_n / 1024.0, traffic = (t.block_m + t.block_n) * 4.0 / 24.0;
     const double store = t.block_m * t.block_n * 4.0 / 32.0;
@@ -94,18 +92,22 @@ struct TmaPick {
     double cost;
 };
 
-/// The Hopper 1×1 kernel's cheapest tiles (each with the deepest pipeline that fits), or why the
-/// layer cannot take it.
+/// The Hopper kernel's cheapest tiles (each with the deepest pipeline that fits), or why the layer
+/// cannot take it.
 std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device,
                                 std::string& why_not) {
     why_not = conv2d_tma_unsupported_reason(a, s, device);
     if (!why_not.empty()) return std::nullopt;
+    const auto [oh, ow] = conv2d_output_size(a, s);
+    const long long boxes = detail::is_pointwise(a) ? s.batch * ceil_div(1LL * oh * ow, 32LL)
+                                                    : detail::tap_box(a, oh, ow)->boxes<long long>(s.batch, oh, ow);
+    const int k = s.c_in * a.kernel_h * a.kernel_w;
     std::optional<TmaPick> best;
     for (int m : {128, 64})
         for (int n : {128, 64}) {
             const Sm90Tiles t{m, n, Sm90Tiles::max_stages(m, n, device.max_shared_bytes), 8};
             if (t.stages < 3) continue;
-            const double cost = tma_gemm_cost(t, s, device.multiprocessors);
+            const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors);
             if (!best || cost < best->cost) best = TmaPick{t, cost};
         }
     if (!best) why_not = "no TMA pipeline of 3 stages fits this device's shared memory";
@@ -127,8 +129,11 @@ std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Co
     if (tensor_core_layer(a, s)) {
         const auto sm80 = best_sm80(a, s, oh, ow, device);
         std::string why_not;
-        if (const auto tma = best_tma(a, s, device, why_not); tma && (!sm80 || tma->cost <= sm80->cost))
-            return std::make_unique<Conv2dBnSiluGemmTmaForward>(tma->tiles, device, a.bn_eps);
+        // The Hopper implicit GEMM measured slower than the sm80 gather on most bench layers
+        // (docs/BENCHMARKS.md): only `kjit tune` picks it, where it wins.
+        if (const auto tma = best_tma(a, s, device, why_not);
+            tma && detail::is_pointwise(a) && (!sm80 || tma->cost <= sm80->cost))
+            return detail::make_tma_conv(a, tma->tiles, device);
         require(sm80.has_value(), "no GEMM configuration fits this device's shared memory");
         return detail::make_gemm_conv(a, sm80->tiles, device.max_shared_bytes, sm80->split_k);
     }
@@ -147,14 +152,17 @@ std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Co
 std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device) {
     const auto op = dispatch_conv2d_bn_silu(a, s, device);
     const std::string name = op->kernel_for_launch(0).name();
-    if (name == "conv2d_bn_silu_gemm_tma_forward") return "the TMA + wgmma kernel (sm_90a)";
+    if (name == "conv2d_bn_silu_gemm_tma_forward") return "the TMA + wgmma 1x1 kernel (sm_90a)";
+    if (name == "conv2d_bn_silu_tma_forward") return "the TMA + wgmma implicit GEMM (sm_90a)";
     if (name == "conv2d_bn_silu_direct_forward")
         return "the direct kernel: each group's GEMM is too thin for tensor cores";
     const std::string mainloop = device.arch.number() >= 80 ? "the sm80 mainloop (cp.async + mma.sync)"
                                                             : "the FMA path";
-    if (!detail::is_pointwise(a)) return mainloop + ": the implicit GEMM has no TMA mainloop yet";
     std::string why_not;
     if (!best_tma(a, s, device, why_not)) return mainloop + ": " + why_not;
+    if (!detail::is_pointwise(a))
+        return mainloop +
+               ": the gather measured faster than the TMA implicit GEMM on most layers (kjit tune times both)";
     return mainloop + ": the cost model estimates it faster for this layer than the TMA kernel, which has no split-K";
 }
 

@@ -1,8 +1,11 @@
 // Choosing between the two tensor-core conv ops, for dispatch and configuration text alike.
 #pragma once
 #include <memory>
+#include <optional>
 
 #include <kjit/conv.hpp>
+
+#include "kjit/gemm_geometry.cuh"
 
 namespace kjit::detail {
 
@@ -18,5 +21,13 @@ namespace kjit::detail {
 /// The 1×1 GEMM op for pointwise layers, else the implicit-GEMM op, with these tiles.
 [[nodiscard]] std::unique_ptr<GemmConvOp> make_gemm_conv(const Conv2dAttrs& a, const GemmTiles& tiles,
                                                          int max_shared_bytes, int split_k);
+
+/// The Hopper 1×1 op for pointwise layers, else the Hopper implicit-GEMM op, with these tiles.
+[[nodiscard]] std::unique_ptr<TmaConvOp> make_tma_conv(const Conv2dAttrs& a, const Sm90Tiles& tiles,
+                                                       const DeviceTraits& device);
+
+/// The Hopper implicit GEMM's X box for an oh × ow output: the box width whose boxes cover the
+/// fewest pixels (the widest among equals) and whose patch fits a 4 KB slot; none if none fits.
+[[nodiscard]] std::optional<TapBox> tap_box(const Conv2dAttrs& a, int oh, int ow);
 
 }  // namespace kjit::detail

@@ -1,6 +1,8 @@
-// The Hopper 1×1 conv op: its tile rules, the persistent grid, and the tensor maps it builds
-// once per pointer set and shape (what TMA reads x, w and y through).
+// The Hopper conv ops (the 1×1 GEMM and the implicit GEMM): their tile rules, the persistent grid,
+// the input patch boxes of the implicit GEMM, and the tensor maps each op builds once per pointer
+// set and shape (what TMA reads x, w and y through).
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <mutex>
 
@@ -61,87 +63,158 @@ std::span<const Sm90Tiles> Sm90Tiles::configurations() {
     return list;
 }
 
+// ---- the implicit GEMM's patch boxes ------------------------------------------------------------
+
+std::optional<TapBox> detail::tap_box(const Conv2dAttrs& a, int oh, int ow) {
+    const int taps = a.kernel_h * a.kernel_w;
+    const int channels = TapBox::step_channels(taps);
+    std::optional<TapBox> best;
+    long long best_pixels = 0;  // output pixels the boxes cover: the fewer, the less waste
+    for (int box_w : {32, 16, 8, 4}) {
+        const TapBox box{box_w, channels, a.kernel_h, a.kernel_w, a.stride_h};
+        if (box.bytes() > Sm90Geometry::box * Sm90Geometry::block_k * 4 || box.patch_w() > 256 || box.patch_h() > 256)
+            continue;
+        const long long pixels = 32LL * box.boxes<long long>(1, oh, ow);
+        if (!best || pixels < best_pixels) best = box, best_pixels = pixels;
+    }
+    return best;
+}
+
 // ---- tensor maps ------------------------------------------------------------------------------
 
 namespace {
 
-struct MapKey {
-    const void* x;
-    const void* w;
-    const void* y;
-    detail::PointwiseCall call;
-    friend bool operator==(const MapKey& a, const MapKey& b) {
-        return a.x == b.x && a.w == b.w && a.y == b.y && a.call.batch == b.call.batch && a.call.c_in == b.call.c_in &&
-               a.call.c_out == b.call.c_out && a.call.m == b.call.m && a.call.y_row_stride == b.call.y_row_stride;
-    }
-};
-
-struct Maps {
-    MapKey key;
-    TensorMap x, w, y;
-};
-
 using u64 = std::uint64_t;
 using u32 = std::uint32_t;
 
-/// The three maps of one call as TMA sees them: x {M, C_IN, B} in boxes of 32 × 32, w
-/// {C_IN, C_OUT} in boxes of 32 × BLOCK_N, y {M, C_OUT, B} with y's row stride.
-class CallMaps {
-public:
-    CallMaps(const MapKey& k, const Sm90Tiles& t)
-        : x_dims_{u64(k.call.m), u64(k.call.c_in), u64(k.call.batch)},
-          x_strides_{4 * x_dims_[0], 4 * x_dims_[0] * x_dims_[1]},
-          w_dims_{u64(k.call.c_in), u64(k.call.c_out)},
-          w_strides_{4 * w_dims_[0]},
-          y_dims_{u64(k.call.m), u64(k.call.c_out), u64(k.call.batch)},
-          y_strides_{4 * u64(k.call.y_row_stride), 4 * u64(k.call.y_row_stride) * y_dims_[1]},
-          w_box_{32, u32(t.block_n)},
-          y_box_{32, u32(t.block_n), 1},
-          x_{k.x, x_dims_, x_strides_, x_box_},
-          w_{k.w, w_dims_, w_strides_, w_box_},
-          y_{k.y, y_dims_, y_strides_, y_box_} {}
-    CallMaps(const CallMaps&) = delete;  // the maps point into this object's arrays
-    CallMaps& operator=(const CallMaps&) = delete;
+/// One tensor as TMA sees it: up to 4 dimensions, innermost first, and the box copied.
+struct MapShape {
+    std::size_t rank = 0;
+    std::array<u64, 4> dims{};
+    std::array<u64, 3> strides{};  // bytes, of dims[1]…
+    std::array<u32, 4> box{};
+    TensorMapSwizzle swizzle = TensorMapSwizzle::none;
+    friend bool operator==(const MapShape&, const MapShape&) = default;
 
-    /// The first map TMA cannot take and why, or "".
-    [[nodiscard]] std::string unsupported_reason() const {
-        for (const auto& [map, what] : {std::pair{&x_, "input x"}, {&w_, "weight"}, {&y_, "output y"}})
-            if (auto why = map->unsupported_reason(); !why.empty())
-                return fmt::format("the TMA conv kernel cannot reach {} through a tensor map: {}", what, why);
-        return {};
+    [[nodiscard]] TiledTensorMap over(const void* base) const {
+        return {base, {dims.data(), rank}, {strides.data(), rank - 1}, {box.data(), rank}, swizzle};
     }
-    [[nodiscard]] Maps encode(const MapKey& k) const {
-        if (auto why = unsupported_reason(); !why.empty())
-            throw UsageError(why + "; run this layer with the sm80 kernel (a configuration without TMA=1)");
-        return {k, x_.encode(), w_.encode(), y_.encode()};
-    }
-
-private:
-    u64 x_dims_[3], x_strides_[2], w_dims_[2], w_strides_[1], y_dims_[3], y_strides_[2];
-    u32 x_box_[3] = {32, 32, 1}, w_box_[2], y_box_[3];
-    TiledTensorMap x_, w_, y_;
 };
 
-MapKey map_key(const OpCall& call) {
+/// A dense f32 tensor of `dims` whose rows (dims[0]) are `row` elements apart.
+MapShape dense(std::initializer_list<u64> dims, u64 row, std::initializer_list<u32> box, TensorMapSwizzle swizzle) {
+    MapShape m{.rank = dims.size(), .swizzle = swizzle};
+    std::copy(dims.begin(), dims.end(), m.dims.begin());
+    std::copy(box.begin(), box.end(), m.box.begin());
+    u64 stride = 4 * row;
+    for (std::size_t i = 1; i < m.rank; ++i) {
+        m.strides[i - 1] = stride;
+        stride *= m.dims[i];
+    }
+    return m;
+}
+
+/// What one call hands its kernel: x, w and y as tensor maps, then bn_scale, bn_shift and the
+/// kernel's ints. `why_not` says why TMA cannot take it ("" when it can).
+struct CallPlan {
+    const void* x = nullptr;
+    const void* w = nullptr;
+    const void* y = nullptr;
+    MapShape x_map, w_map, y_map;
+    std::array<std::int32_t, 11> ints{};
+    std::size_t n_ints = 0;
+    std::string why_not;
+
+    [[nodiscard]] bool same_maps(const CallPlan& o) const {
+        return x == o.x && w == o.w && y == o.y && x_map == o.x_map && w_map == o.w_map && y_map == o.y_map;
+    }
+};
+
+constexpr auto swizzle_128 = TensorMapSwizzle::bytes_128, unswizzled = TensorMapSwizzle::none;
+
+/// The maps and ints of a layer's call; pointers null when only the shapes matter.
+CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, const Conv2dShape& s, int oh, int ow, int y_row_stride) {
+    CallPlan p;
+    const u64 b = s.batch, cin = s.c_in, cout = s.c_out, bn = t.block_n;
+    auto ints = [&p](std::initializer_list<std::int32_t> v) {
+        std::copy(v.begin(), v.end(), p.ints.begin());
+        p.n_ints = v.size();
+    };
+    if (detail::is_pointwise(a)) {
+        const u64 m = 1ULL * oh * ow;
+        p.x_map = dense({m, cin, b}, m, {32, 32, 1}, swizzle_128);
+        p.w_map = dense({cin, cout}, cin, {32, u32(bn)}, swizzle_128);
+        p.y_map = dense({m, cout, b}, u64(y_row_stride), {32, u32(bn), 1}, swizzle_128);
+        ints({s.batch, s.c_in, s.c_out, oh * ow});
+    } else {
+        const auto box = detail::tap_box(a, oh, ow);
+        if (!box) {
+            const TapBox narrowest{4, TapBox::step_channels(a.kernel_h * a.kernel_w), a.kernel_h, a.kernel_w,
+                                   a.stride_h};
+            p.why_not = fmt::format("the input patch of 32 output pixels is {} bytes at best: the X box takes 4096",
+                                    narrowest.bytes());
+            return p;
+        }
+        const u64 k = cin * a.kernel_h * a.kernel_w, w = s.width;
+        p.x_map = dense({w, u64(s.height), cin, b}, w,
+                        {u32(box->patch_w()), u32(box->patch_h()), u32(box->channels), 1}, unswizzled);
+        p.w_map = dense({k, cout}, k, {32, u32(bn)}, swizzle_128);
+        p.y_map = dense({u64(ow), u64(oh), cout, b}, u64(ow), {u32(box->box_w), u32(box->rows()), u32(bn), 1},
+                        unswizzled);
+        p.y_map.strides[1] = 4ULL * y_row_stride;  // channel planes are y's rows
+        p.y_map.strides[2] = 4ULL * y_row_stride * cout;
+        ints(
+            {s.batch, s.c_in, s.c_out, oh, ow, a.kernel_h, a.kernel_w, a.stride_h, a.pad_h, box->box_w, box->channels});
+    }
+    return p;
+}
+
+/// The plan of a call, its pointers filled in and checked.
+CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, const OpCall& call) {
     require(call.params.size() == 3, "conv2d_bn_silu takes 3 parameters (weight, bn_scale, bn_shift), {} given",
             call.params.size());
-    const auto p = detail::resolve_pointwise_call(call);
-    return {detail::non_null(call.inputs[0].data, "input x"), detail::non_null(call.params[0], "parameter weight"),
-            detail::non_null(call.output, "output y"), p};
+    CallPlan p;
+    if (detail::is_pointwise(a)) {
+        const auto c = detail::resolve_pointwise_call(call);
+        const int hw = static_cast<int>(call.inputs[0].shape[2]), w = static_cast<int>(call.inputs[0].shape[3]);
+        p = plan(a, t, {c.batch, c.c_in, hw, w, c.c_out}, hw, w, c.y_row_stride);
+    } else {
+        const auto c = detail::resolve_conv_call(a, call);
+        p = plan(a, t, c.shape, c.oh, c.ow, call.output_row_stride);
+    }
+    p.x = detail::non_null(call.inputs[0].data, "input x");
+    p.w = detail::non_null(call.params[0], "parameter weight");
+    p.y = detail::non_null(call.output, "output y");
+    if (p.why_not.empty())
+        for (const auto& [map, base, what] :
+             {std::tuple{&p.x_map, p.x, "input x"}, {&p.w_map, p.w, "weight"}, {&p.y_map, p.y, "output y"}})
+            if (auto why = map->over(base).unsupported_reason(); !why.empty()) {
+                p.why_not = fmt::format("TMA cannot reach {} through a tensor map: {}", what, why);
+                break;
+            }
+    return p;
 }
+
+struct Maps {
+    CallPlan plan;
+    TensorMap x, w, y;
+};
 
 }  // namespace
 
 /// The maps of the pointer sets and shapes this op was called with, newest last. A graph calls
 /// an op with one set; the bound keeps an op called with fresh buffers every time from growing.
-class Conv2dBnSiluGemmTmaForward::MapCache {
+class TmaConvOp::MapCache {
 public:
-    const Maps& get(const MapKey& key, const Sm90Tiles& tiles) {
+    const Maps& get(const CallPlan& p) {
         std::lock_guard lock(mutex_);
         for (const auto& m : maps_)
-            if (m->key == key) return *m;
+            if (m->plan.same_maps(p)) return *m;
+        if (!p.why_not.empty())
+            throw UsageError(p.why_not + "; run this layer with the sm80 kernel (a configuration without TMA=1)");
         if (maps_.size() == capacity) maps_.pop_front();
-        maps_.push_back(std::make_unique<Maps>(CallMaps(key, tiles).encode(key)));
+        maps_.push_back(std::make_unique<Maps>(
+            Maps{p, p.x_map.over(p.x).encode(), p.w_map.over(p.w).encode(), p.y_map.over(p.y).encode()}));
         return *maps_.back();
     }
 
@@ -151,70 +224,116 @@ private:
     std::deque<std::unique_ptr<Maps>> maps_;  // stable addresses: packed arguments point into them
 };
 
-// ---- the op -----------------------------------------------------------------------------------
+// ---- the ops ----------------------------------------------------------------------------------
 
 namespace {
-Kernel tma_kernel(const Sm90Tiles& t, const DeviceTraits& device) {
-    require(device.hopper(), "the TMA + wgmma conv kernel runs on 9.0 devices (sm_90a) only; this one is {}",
+
+Kernel tma_kernel(std::string name, std::vector<Param> signature, const Sm90Tiles& t, const DeviceTraits& device) {
+    require(device.hopper(), "the TMA + wgmma conv kernels run on 9.0 devices (sm_90a) only; this one is {}",
             device.arch.name());
     t.validate(device.max_shared_bytes);
-    KernelSpec spec{"conv2d_bn_silu_gemm_tma_forward",
+    KernelSpec spec{std::move(name),
                     {{"BLOCK_M", std::int64_t{t.block_m}},
                      {"BLOCK_N", std::int64_t{t.block_n}},
                      {"STAGES", std::int64_t{t.stages}},
                      {"GROUP_M", std::int64_t{t.group_m}}},
-                    Conv2dBnSiluGemmTmaForward::KernelType::signature(),
+                    std::move(signature),
                     t.threads()};
     spec.min_blocks_per_multiprocessor = 1;  // caps registers, so setmaxnreg can move them
     spec.only_for = Arch(9, 0, 'a');
     return Kernel(std::move(spec));
 }
+
+std::string general_attrs_reason(const Conv2dAttrs& a) {
+    if (a.groups != 1) return fmt::format("the TMA kernels take ungrouped layers, this one has {} groups", a.groups);
+    if (a.stride_h != a.stride_w || a.pad_h != a.pad_w || a.dilation_h != 1 || a.dilation_w != 1)
+        return "the TMA kernels take one stride and one padding for both axes, dilation 1";
+    if (a.kernel_h * a.kernel_w > 64)
+        return fmt::format("a {}x{} kernel has {} taps: the TMA kernel takes at most 64", a.kernel_h, a.kernel_w,
+                           a.kernel_h * a.kernel_w);
+    return {};
+}
+
 }  // namespace
 
-Conv2dBnSiluGemmTmaForward::Conv2dBnSiluGemmTmaForward(const Sm90Tiles& tiles, const DeviceTraits& device, float bn_eps)
-    : Conv2dOp(tma_kernel(tiles, device), {.bn_eps = bn_eps}),
+TmaConvOp::TmaConvOp(std::string kernel_name, std::vector<Param> signature, const Sm90Tiles& tiles,
+                     const Conv2dAttrs& attrs, const DeviceTraits& device)
+    : Conv2dOp(tma_kernel(std::move(kernel_name), std::move(signature), tiles, device), attrs),
       tiles_(tiles),
       multiprocessors_(device.multiprocessors),
       maps_(std::make_unique<MapCache>()),
-      fallback_(std::make_unique<Conv2dBnSiluGemmForward>(fallback_tiles.block_m, fallback_tiles.block_n,
-                                                          fallback_tiles.block_k, fallback_tiles.group_m,
-                                                          device.max_shared_bytes, 1, bn_eps)) {}
+      fallback_(detail::make_gemm_conv(attrs, fallback_tiles, device.max_shared_bytes, 1)) {}
 
-const RuntimeOp& Conv2dBnSiluGemmTmaForward::op_for(const OpCall& call) const {
-    const MapKey key = map_key(call);
-    if (const auto why = CallMaps(key, tiles_).unsupported_reason(); !why.empty()) {
-        detail::debug(fmt::format("{}: the sm80 kernel {} runs this call", why, fallback_->kernel().id()));
+TmaConvOp::~TmaConvOp() = default;
+
+const RuntimeOp& TmaConvOp::op_for(const OpCall& call) const {
+    if (const auto p = plan(attrs(), tiles_, call); !p.why_not.empty()) {
+        detail::debug(fmt::format("{}: the sm80 kernel {} runs this call", p.why_not, fallback_->kernel().id()));
         return *fallback_;
     }
     return *this;
 }
 
-Conv2dBnSiluGemmTmaForward::~Conv2dBnSiluGemmTmaForward() = default;
-
-void Conv2dBnSiluGemmTmaForward::pack_args(const OpCall& call, ArgVisitor& visitor) const {
-    const MapKey key = map_key(call);
-    const auto& p = key.call;
-    const Maps& maps = maps_->get(key, tiles_);
+void TmaConvOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
+    const CallPlan p = plan(attrs(), tiles_, call);
+    const Maps& maps = maps_->get(p);
     visitor.visit_tensor_map(maps.x);
     visitor.visit_tensor_map(maps.w);
     visitor.visit_tensor_map(maps.y);
     visitor.visit_ptr(detail::non_null(call.params[1], "parameter bn_scale"));
     visitor.visit_ptr(detail::non_null(call.params[2], "parameter bn_shift"));
-    visitor.visit_i32(p.batch);
-    visitor.visit_i32(p.c_in);
-    visitor.visit_i32(p.c_out);
-    visitor.visit_i32(p.m);
+    for (std::size_t i = 0; i < p.n_ints; ++i) visitor.visit_i32(p.ints[i]);
 }
 
-Dims Conv2dBnSiluGemmTmaForward::grid(ShapeView y) const {
+Dims TmaConvOp::grid(ShapeView y) const {
     detail::check_rank4(y, "output y");
-    const std::size_t tiles = geometry(tiles_).tiles(y[0], y[2] * y[3], y[1]);
+    const auto oh = static_cast<int>(y[2]), ow = static_cast<int>(y[3]);
+    std::size_t boxes = y[0] * ceil_div<std::size_t>(y[2] * y[3], Sm90Geometry::box);
+    if (!detail::is_pointwise(attrs())) {
+        const auto box = detail::tap_box(attrs(), oh, ow);
+        require(box.has_value(), "no TMA patch box fits a {}x{} output of this layer", oh, ow);
+        boxes = box->boxes<std::size_t>(y[0], y[2], y[3]);
+    }
+    const std::size_t tiles = geometry(tiles_).column_tiles(boxes) * ceil_div<std::size_t>(y[1], tiles_.block_n);
     return {static_cast<unsigned>(std::clamp<std::size_t>(tiles, 1, multiprocessors_)), 1, 1};
+}
+
+Conv2dBnSiluGemmTmaForward::Conv2dBnSiluGemmTmaForward(const Sm90Tiles& tiles, const DeviceTraits& device, float bn_eps)
+    : TmaConvOp("conv2d_bn_silu_gemm_tma_forward", KernelType::signature(), tiles, {.bn_eps = bn_eps}, device) {}
+
+namespace {
+const Conv2dAttrs& checked_general(const Conv2dAttrs& a) {
+    if (auto why = general_attrs_reason(a); !why.empty()) throw UsageError(why);
+    return a;
+}
+}  // namespace
+
+Conv2dBnSiluTmaForward::Conv2dBnSiluTmaForward(const Sm90Tiles& tiles, const Conv2dAttrs& attrs,
+                                               const DeviceTraits& device)
+    : TmaConvOp("conv2d_bn_silu_tma_forward", KernelType::signature(), tiles, checked_general(attrs), device) {}
+
+std::unique_ptr<TmaConvOp> detail::make_tma_conv(const Conv2dAttrs& a, const Sm90Tiles& t, const DeviceTraits& device) {
+    if (is_pointwise(a)) return std::make_unique<Conv2dBnSiluGemmTmaForward>(t, device, a.bn_eps);
+    return std::make_unique<Conv2dBnSiluTmaForward>(t, a, device);
 }
 
 std::string conv2d_tma_unsupported_reason(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device) {
     if (!device.hopper()) return fmt::format("TMA + wgmma needs a 9.0 device, this is {}", device.arch.name());
-    if (!detail::is_pointwise(a)) return "the TMA kernel takes 1x1 stride-1 unpadded ungrouped layers";
+    if (!detail::is_pointwise(a)) {
+        if (auto why = general_attrs_reason(a); !why.empty()) return why;
+        if (s.width % 4)
+            return fmt::format("TMA needs W a multiple of 4 (16-byte input rows), this layer has {}", s.width);
+        const int k = s.c_in * a.kernel_h * a.kernel_w;
+        if (k % 4)
+            return fmt::format("TMA needs C_IN*KH*KW a multiple of 4 (16-byte weight rows), this layer has {}", k);
+        const auto [oh, ow] = conv2d_output_size(a, s);
+        if (ow % 4) return fmt::format("TMA needs OW a multiple of 4 (16-byte output rows), this layer has {}", ow);
+        const auto p = plan(a, Sm90Tiles{128, 128, 4, 8}, s, oh, ow, oh * ow);
+        if (!p.why_not.empty()) return p.why_not;
+        for (const auto* m : {&p.x_map, &p.w_map, &p.y_map})
+            if (auto why = m->over(nullptr).unsupported_reason(); !why.empty()) return "TMA: " + why;
+        return {};
+    }
     if (s.height * s.width % 4)
         return fmt::format("TMA needs OH*OW a multiple of 4 (16-byte rows), this layer has {}", s.height * s.width);
     if (s.c_in % 4)

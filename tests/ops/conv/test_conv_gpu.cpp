@@ -246,6 +246,54 @@ TEST_CASE("dispatch runs real layer shapes end to end") {
     }
 }
 
+TEST_CASE("the TMA + wgmma implicit GEMM (sm_90a): every configuration on ragged 3x3, 5x5 and 7x7 layers") {
+    const auto device = Device::get(0);
+    if (device.arch() != Arch(9, 0)) {
+        MESSAGE(
+            "the TMA + wgmma kernels run on 9.0 devices only (their sm_90a cubins load on no other): not on this "
+            "one");
+        return;
+    }
+    const auto traits = DeviceTraits::of(device);
+    const Conv2dAttrs k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+    const Conv2dAttrs k3s2{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1};
+    const Conv2dAttrs k5{.kernel_h = 5, .kernel_w = 5, .pad_h = 2, .pad_w = 2};
+    const Conv2dAttrs k7s2{.kernel_h = 7, .kernel_w = 7, .stride_h = 2, .stride_w = 2, .pad_h = 3, .pad_w = 3};
+    // Every patch box width (32, 16, 8, 4 pixels), boxes inside the image (loads from columns
+    // that are no 16-byte boundary) and past its edges, K steps spanning channels and a K tail,
+    // channel counts no multiple of anything.
+    const std::vector<Case> ragged = {
+        {"3x3 24 -> 40, 12x12, B=2", k3, {2, 24, 12, 12, 40}},
+        {"3x3 32 -> 48, 10x28 (not square), padded rows", k3, {2, 32, 10, 28, 48}, 4},
+        {"3x3 8 -> 16, 8x8, B=37", k3, {37, 8, 8, 8, 16}},
+        {"3x3 64 -> 64, 4x4, B=5 (half-empty boxes)", k3, {5, 64, 4, 4, 64}},
+        {"3x3 20 -> 1000, 8x8", k3, {1, 20, 8, 8, 1000}},
+        {"3x3 16 -> 24, 40x40: 5 boxes a row, 10 row groups", k3, {1, 16, 40, 40, 24}},
+        {"3x3 64 -> 64, 56x56 (ResNet)", k3, {1, 64, 56, 56, 64}},
+        {"3x3 s2 8 -> 16, 80x80 -> 40x40, B=2", k3s2, {2, 8, 80, 80, 16}},
+        {"3x3 s2 16 -> 32, 160x160 -> 80x80 (YOLO)", k3s2, {1, 16, 160, 160, 32}},
+        {"3x3 s2 16 -> 24, 24x24 -> 12x12, B=3", k3s2, {3, 16, 24, 24, 24}},
+        {"3x3 s2 36 -> 255, 64x64 -> 32x32", k3s2, {1, 36, 64, 64, 255}},
+        {"5x5 12 -> 200, 16x16", k5, {1, 12, 16, 16, 200}},
+        {"7x7 s2 4 -> 64, 32x32 -> 16x16, B=2", k7s2, {2, 4, 32, 32, 64}},
+    };
+    for (const auto& t : test::configurations_to_test(Sm90Tiles::configurations()))
+        for (const auto& c : ragged) {
+            REQUIRE(conv2d_tma_unsupported_reason(c.attrs, c.shape, traits).empty());
+            const Conv2dBnSiluTmaForward op(t, c.attrs, traits);
+            CAPTURE(op.kernel().id());
+            CAPTURE(c.name);
+            const Outcome o = run(op, c, rng());
+            CAPTURE(o.error);
+            check(o, 2e-3);
+        }
+    // Rows padded by 1 break TMA's stride rule: the sm80 implicit GEMM runs the call, as right.
+    const Conv2dBnSiluTmaForward op(Sm90Tiles::configurations().front(), k3, traits);
+    const Outcome fallback = run(op, {"3x3, rows padded by 1 (no TMA)", k3, {2, 24, 12, 12, 40}, 1}, rng());
+    CAPTURE(fallback.error);
+    check(fallback, 2e-3);
+}
+
 TEST_CASE("the TMA + wgmma 1x1 kernel (sm_90a): every configuration on ragged shapes, TMA-eligible ones") {
     const auto device = Device::get(0);
     if (device.arch() != Arch(9, 0)) {

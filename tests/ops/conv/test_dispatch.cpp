@@ -86,8 +86,9 @@ TEST_CASE(
     CHECK(conv2d_tma_unsupported_reason({}, {8, 30, 28, 28, 64}, h200).find("C_IN") != std::string::npos);
     CHECK(conv2d_tma_unsupported_reason({}, {8, 64, 28, 28, 64}, {108, 166912, Arch(8, 0)}).find("9.0") !=
           std::string::npos);
-    CHECK(conv2d_tma_unsupported_reason({.kernel_h = 3, .kernel_w = 3}, {8, 64, 28, 28, 64}, h200).find("1x1") !=
-          std::string::npos);
+    CHECK(conv2d_tma_unsupported_reason({.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 2},
+                                        {8, 64, 28, 28, 64}, h200)
+              .find("ungrouped") != std::string::npos);
     CHECK(conv2d_tma_unsupported_reason({}, {8, 64, 28, 28, 64}, h200).empty());
     // Every pick has a pipeline of at least 3 stages and tiles that fit; a small layer gets
     // smaller tiles than a large one, so the grid still covers the device.
@@ -135,6 +136,55 @@ TEST_CASE("the TMA conv op: tile rules, the persistent grid, 9.0 devices only") 
     CHECK(error_of([&] {
               (void)make_conv2d_bn_silu({}, {8, 64, 7, 7, 128}, "TMA=1 BLOCK_M=128 BLOCK_N=128 STAGES=4", h200);
           }).find("multiple of 4") != std::string::npos);
+}
+
+TEST_CASE("the Hopper implicit GEMM: the layers TMA takes, its patch boxes, its grid and its configuration") {
+    const DeviceTraits h200{132, 232448, Arch(9, 0)};
+    const Conv2dAttrs k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+    const Conv2dAttrs k3s2{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1};
+    const Conv2dAttrs k7s2{.kernel_h = 7, .kernel_w = 7, .stride_h = 2, .stride_w = 2, .pad_h = 3, .pad_w = 3};
+    auto reason = [&](const Conv2dAttrs& a, const Conv2dShape& s) { return conv2d_tma_unsupported_reason(a, s, h200); };
+    CHECK(reason(k3, {8, 64, 28, 28, 64}).empty());
+    CHECK(reason(k3s2, {8, 16, 160, 160, 32}).empty());  // OW = 80
+    CHECK(reason(k7s2, {1, 4, 224, 224, 64}).empty());   // OW = 112, K = 196
+    CHECK(reason(k3, {8, 64, 14, 14, 64}).find("W a multiple of 4") != std::string::npos);
+    CHECK(reason(k3s2, {8, 64, 20, 20, 64}).find("OW a multiple of 4") != std::string::npos);  // OW = 10
+    CHECK(reason(k3s2, {1, 3, 320, 320, 16}).find("C_IN*KH*KW") != std::string::npos);         // K = 27
+    CHECK(reason({.kernel_h = 9, .kernel_w = 9, .pad_h = 4, .pad_w = 4}, {1, 8, 32, 32, 8}).find("at most 64") !=
+          std::string::npos);
+    CHECK(reason({.kernel_h = 3, .kernel_w = 3, .stride_h = 4, .stride_w = 4, .pad_h = 1, .pad_w = 1},
+                 {1, 64, 128, 128, 64})
+              .find("4096") != std::string::npos);  // a stride-4 patch outgrows the X box
+    CHECK_THROWS_AS(Conv2dBnSiluTmaForward({128, 128, 4, 8}, {.kernel_h = 3, .kernel_w = 3, .groups = 2}, h200),
+                    UsageError);
+
+    // The grid counts output boxes: 80-wide rows take 16 × 2 boxes (5 per row pair, no waste),
+    // 40-wide ones 8 × 4, a 12 × 12 image 16 × 2 (6 of them).
+    const Conv2dBnSiluTmaForward op({128, 128, 4, 8}, k3, h200);
+    const std::size_t wide[] = {1, 128, 80, 80}, narrow[] = {1, 128, 40, 40}, small[] = {1, 128, 12, 12};
+    CHECK(op.grid(wide)[0] == 50);    // 5 × 40 boxes = 200 → 50 column tiles of 4
+    CHECK(op.grid(narrow)[0] == 13);  // 5 × 10 boxes = 50 → 13
+    CHECK(op.grid(small)[0] == 2);    // 6 boxes → 2
+    const std::size_t many[] = {32, 256, 80, 80};
+    CHECK(op.grid(many)[0] == 132);
+
+    // Dispatch keeps the gather, which measured faster on most layers, and run's reason says
+    // so; configuration text and `kjit tune`'s candidates reach the TMA kernel.
+    const auto picked = dispatch_conv2d_bn_silu(k3, {32, 64, 80, 80, 64}, h200);
+    CHECK(picked->kernel_for_launch(0).name() == "conv2d_bn_silu_forward");
+    CHECK(conv2d_bn_silu_dispatch_reason(k3, {32, 64, 80, 80, 64}, h200).find("kjit tune times both") !=
+          std::string::npos);
+    CHECK(conv2d_bn_silu_dispatch_reason(k3, {8, 64, 14, 14, 64}, h200).find("W a multiple of 4") != std::string::npos);
+    const auto made = make_conv2d_bn_silu(k3, {8, 64, 28, 28, 64}, "TMA=1 BLOCK_M=64 BLOCK_N=128 STAGES=4", h200);
+    CHECK(made->kernel_for_launch(0).name() == "conv2d_bn_silu_tma_forward");
+    CHECK(conv2d_bn_silu_config(*made) == "TMA=1 BLOCK_M=64 BLOCK_N=128 STAGES=4 GROUP_M=8");
+    const auto candidates = conv2d_bn_silu_candidates(k3, {8, 64, 28, 28, 64}, h200);
+    CHECK(std::count_if(candidates.begin(), candidates.end(), [](const std::string& c) {
+              return c.starts_with("TMA=1");
+          }) == static_cast<long>(Sm90Tiles::configurations().size()));
+    CHECK(error_of([&] {
+              (void)make_conv2d_bn_silu(k3, {8, 64, 14, 14, 64}, "TMA=1 BLOCK_M=64 BLOCK_N=128 STAGES=4", h200);
+          }).find("W a multiple of 4") != std::string::npos);
 }
 
 TEST_CASE("device traits are stated in full: no count may be zero or negative") {

@@ -1,0 +1,123 @@
+// Fused Conv2d (any kernel size up to 64 taps, stride, padding; groups 1, dilation 1) + inference
+// BatchNorm + SiLU on Hopper (sm_90a): the implicit GEMM of conv2d_bn_silu_forward.cu,
+//   Y[n, j] = silu(scale[n] · Σ_k W[n, k] · patch_j[k] + shift[n]),  k = (ci, kh, kw),
+// on the TMA + wgmma path (kjit/gemm_sm90.cuh). W is read in PyTorch's layout, K contiguous per
+// output channel, so a K step is 32 consecutive (channel, tap) pairs; its X box is the input
+// patch its 32 output pixels see in the few channels those k touch (kjit::TapBox), one TMA copy
+// whose zero fill is the conv's padding past the image's right and bottom edges. TMA starts a box
+// only at a non-negative, 16-byte-aligned column (elsewhere the copy is an illegal instruction,
+// measured on the H200): the top and left padding is left out of the copy and read as zero.
+// Each consumer thread finds its A elements in the patch by (channel, tap, pixel). Tensor maps:
+//   x_map {W, H, C_IN, B}, boxes patch_w × patch_h × box_channels × 1, dense;
+//   w_map {C_IN·KH·KW, C_OUT}, boxes 32 × BLOCK_N, 128-byte swizzled;
+//   y_map {OW, OH, C_OUT, B} with y's row stride, boxes BOX_W × 32/BOX_W × BLOCK_N × 1, dense.
+// This file is the column policy: which patch and output box a tile's columns are.
+#include "kjit/divisor.cuh"
+#include "kjit/gemm_sm90.cuh"
+
+namespace taps_sm90 {
+
+/// GEMM columns as output boxes of BOX_W × 32/BOX_W pixels, row-major over each image's
+/// ⌈OH / rows⌉ × ⌈OW / BOX_W⌉ boxes; a tile is BLOCK_M/32 consecutive boxes (tiles run across
+/// images). Output pixels past the image's edge are computed on zero-filled input and clipped
+/// by the store.
+template <int BLOCK_M>
+struct Columns {
+    const kjit::TensorMap& x_map;
+    const kjit::TensorMap& y_map;
+    kjit::TapBox patch;
+    int boxes_w, boxes_per_image, pad, box_w_log2;
+    kjit::Divisor taps, kw;             // KH·KW and KW
+    unsigned channel_bytes, row_bytes;  // one channel's patch, one patch row
+
+    struct Box {
+        int ow0, oh0, b;
+    };
+    __device__ __forceinline__ Box box(int tile_m, int i) const
+    {
+        const int s = tile_m * (BLOCK_M / 32) + i, b = s / boxes_per_image, in_image = s - b * boxes_per_image;
+        const int row = in_image / boxes_w;
+        return {(in_image - row * boxes_w) * patch.box_w, row * patch.rows(), b};
+    }
+    __device__ __forceinline__ unsigned x_box_bytes() const { return patch.bytes(); }
+
+    /// Where box i's patch is loaded from: TMA starts a box only at a non-negative column on a
+    /// 16-byte boundary, so the load starts at row max(ih, 0) and column max(iw, 0) rounded
+    /// down to 4; the patch then sits `shift` rows and columns into the box, and rows and
+    /// columns of the padding before the image (a negative shift) read as zero.
+    struct Patch {
+        int ih, iw, shift_rows, shift_cols;
+    };
+    __device__ __forceinline__ Patch patch_of(const Box& p) const
+    {
+        const int ih = p.oh0 * patch.stride - pad, iw = p.ow0 * patch.stride - pad;
+        const int load_h = max(ih, 0), load_w = max(iw, 0) & ~3;
+        return {load_h, load_w, ih - load_h, iw - load_w};
+    }
+
+    /// A's elements of one box of a tile: patch_j[k] for k = 32·kt + k_step, which is channel c
+    /// (counted from the step's first) and tap (r, q); pixel j sits dy rows and dx columns into
+    /// the box, so it reads patch row dy·stride + r, column dx·stride + q.
+    struct Fragments {
+        const Columns& columns;
+        int shift_rows, shift_cols;
+        __device__ __forceinline__ float at(unsigned box, int kt, int k_step, int pixel) const
+        {
+            const Columns& s = columns;
+            const unsigned k0 = 32u * kt, k = k0 + k_step;
+            const unsigned c = s.taps.div(k), tap = k - c * s.taps.d, r = s.kw.div(tap), q = tap - r * s.kw.d;
+            const int dy = pixel >> s.box_w_log2, dx = pixel & (s.patch.box_w - 1);
+            const int row = dy * s.patch.stride + static_cast<int>(r) + shift_rows;
+            const int col = dx * s.patch.stride + static_cast<int>(q) + shift_cols;
+            if (row < 0 || col < 0) return 0.0f;
+            return kjit::load_shared(box + (c - s.taps.div(k0)) * s.channel_bytes + row * s.row_bytes + col * 4);
+        }
+    };
+    __device__ __forceinline__ Fragments fragments(int tile_m, int i) const
+    {
+        const Patch p = patch_of(box(tile_m, i));
+        return {*this, p.shift_rows, p.shift_cols};
+    }
+
+    /// Output boxes are dense: BLOCK_N channels × 32 pixels.
+    __device__ static unsigned y_offset(int channel, int pixel) { return channel * 128 + pixel * 4; }
+
+    __device__ __forceinline__ void load(unsigned dst, int tile_m, int i, int k0, unsigned bar) const
+    {
+        const Box b = box(tile_m, i);
+        const Patch p = patch_of(b);
+        kjit::tma_load(dst, x_map, p.iw, p.ih, taps.div(k0), b.b, bar);
+    }
+    __device__ __forceinline__ void store(unsigned src, int tile_m, int i, int row0) const
+    {
+        const Box p = box(tile_m, i);
+        kjit::tma_store(y_map, src, p.ow0, p.oh0, row0, p.b);
+    }
+};
+
+}  // namespace taps_sm90
+
+template <int BLOCK_M, int BLOCK_N, int STAGES, int GROUP_M>
+__device__ __forceinline__ void conv2d_bn_silu_tma_forward(const kjit::TensorMap& x_map, const kjit::TensorMap& w_map,
+                                                           const kjit::TensorMap& y_map, const float* bn_scale,
+                                                           const float* bn_shift, int B, int C_IN, int C_OUT, int OH,
+                                                           int OW, int KH, int KW, int stride, int pad, int box_w,
+                                                           int box_channels)
+{
+    const kjit::TapBox patch{box_w, box_channels, KH, KW, stride};
+    const int boxes_w = kjit::ceil_div(OW, box_w);
+    const taps_sm90::Columns<BLOCK_M> columns{x_map,
+                                              y_map,
+                                              patch,
+                                              boxes_w,
+                                              kjit::ceil_div(OH, patch.rows()) * boxes_w,
+                                              pad,
+                                              __ffs(box_w) - 1,
+                                              kjit::Divisor(KH * KW),
+                                              kjit::Divisor(KW),
+                                              static_cast<unsigned>(patch.patch_h() * patch.patch_w() * 4),
+                                              static_cast<unsigned>(patch.patch_w() * 4)};
+    const int tiles_m = kjit::Sm90Geometry{BLOCK_M, BLOCK_N, STAGES}.column_tiles(patch.boxes(B, OH, OW));
+    gemm::sm90::gemm_bn_silu<BLOCK_M, BLOCK_N, STAGES, GROUP_M>(columns, w_map, tiles_m, C_OUT, C_IN * KH * KW,
+                                                                bn_scale, bn_shift);
+}
