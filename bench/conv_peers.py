@@ -1,13 +1,14 @@
 """PyTorch peers for kjit's conv benchmark, measured in the same run on the same GPU.
 
 Reads kjit_conv_bench's JSON lines (the layer list), times for each layer: eager
-Conv2d -> BatchNorm2d -> SiLU with TF32 allowed, the BN-folded conv + SiLU, and with --compile
-torch.compile of the module (default mode); measures the copy bandwidth and TF32 matrix rate
+Conv2d -> BatchNorm2d -> SiLU with TF32 allowed, the BN-folded conv + SiLU, with --compile
+torch.compile of the module (default mode) and with --max-autotune in mode
+"max-autotune-no-cudagraphs" (Inductor's Triton conv templates tuned per layer); measures the copy bandwidth and TF32 matrix rate
 ceilings. Prints JSON lines. Timing: each variant captured into a CUDA graph, median of
 per-replay CUDA-event times, as kjit_conv_bench does, so Python and launch overhead stay out of
 the comparison; once with one call per graph and once with 20 calls back to back (time / 20).
 
-  conv_peers.py KJIT_JSONL [ITERATIONS] [--compile]
+  conv_peers.py KJIT_JSONL [ITERATIONS] [--compile] [--max-autotune]
 """
 import json
 import sys
@@ -77,12 +78,14 @@ def layer_module(row):
 
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    compile_too = "--compile" in sys.argv
+    modes = {name: mode for flag, name, mode in (("--compile", "compiled", "default"),
+                                                 ("--max-autotune", "autotuned", "max-autotune-no-cudagraphs"))
+             if flag in sys.argv}
     rows = [r for r in (json.loads(l) for l in open(args[0]) if l.startswith("{")) if "layer" in r]
     iterations = int(args[1]) if len(args) > 1 else 100
     out = {"ceilings": ceilings(), "torch": torch.__version__, "device": torch.cuda.get_device_name()}
     print(json.dumps(out), flush=True)
-    modules, compiled_modules = {}, {}
+    modules, compiled_modules = {}, {}  # compiled per (layer, variant)
     for row in rows:
         layer = (row["c_in"], row["c_out"], row["kernel"], row["stride"])
         if layer not in modules:  # one module per layer; both batch sizes run it
@@ -97,11 +100,10 @@ def main():
         pad = row["kernel"] // 2
         variants = {"eager": lambda: module(x),
                     "folded": lambda: F.silu(F.conv2d(x, w, b, stride=row["stride"], padding=pad))}
-        if compile_too:
-            if layer not in compiled_modules:  # dynamic batch: one compile serves every batch size
-                compiled_modules[layer] = torch.compile(module, dynamic=True)
-            compiled = compiled_modules[layer]
-            variants["compiled"] = lambda: compiled(x)
+        for name, mode in modes.items():
+            if (layer, name) not in compiled_modules:  # dynamic batch: one compile serves every batch
+                compiled_modules[layer, name] = torch.compile(module, dynamic=True, mode=mode)
+            variants[name] = lambda compiled=compiled_modules[layer, name]: compiled(x)
         with torch.no_grad():
             for name, fn in variants.items():
                 result[f"{name}_us"] = median_us(fn, iterations)

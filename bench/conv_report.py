@@ -7,7 +7,7 @@ import json
 import math
 import sys
 
-PEERS = ("eager", "folded", "compiled")
+PEERS = ("eager", "folded", "compiled", "autotuned")
 
 
 def lines(path):
