@@ -2,7 +2,8 @@
 docs/BENCHMARKS.md: for each layer and batch, kjit's dispatch pick and its best candidate against
 the PyTorch variants timed in the same run, both ways (one call per CUDA-graph replay, and 20 calls
 back to back per graph), kjit's ratio to the best peer, and the fraction of the roofline floor
-max(bytes / copy bandwidth, flops / TF32 rate) kjit reaches back to back."""
+max(bytes / copy bandwidth, flops / TF32 rate) kjit reaches back to back; then how many rows
+meet each of issue 12's targets, and the figures of those that do not."""
 import json
 import math
 import sys
@@ -24,13 +25,50 @@ def short_config(config):
     return "x".join(values.values()) + (f" split {split}" if split != "1" else "")
 
 
-def floor_us(row, ceil):
+def bytes_and_flops(row):
+    """What a layer must move (x, w, y, BN) and compute, at the least."""
     oh = row["out_hw"]
     taps = row["kernel"] ** 2
     b, ci, co, hw = row["batch"], row["c_in"], row["c_out"], row["hw"]
-    bytes_moved = 4 * (b * ci * hw * hw + co * ci * taps + b * co * oh * oh + 2 * co)
-    flops = 2 * b * co * oh * oh * ci * taps
+    return 4 * (b * ci * hw * hw + co * ci * taps + b * co * oh * oh + 2 * co), 2 * b * co * oh * oh * ci * taps
+
+
+def floor_us(row, ceil):
+    bytes_moved, flops = bytes_and_flops(row)
     return max(bytes_moved / (ceil["copy_GBps"] * 1e3), flops / (ceil["tf32_TFLOPs"] * 1e6))
+
+
+def print_targets(kjit, peers, ceil):
+    """Issue 12's targets for dispatch's pick, back to back: how many rows meet each, and the rest."""
+    def ratio(r):
+        return r["dispatch_b2b_us"] / best_peer(peers.get((r["layer"], r["batch"]), {}), "_b2b_us")[0]
+
+    def pointwise_b32(r):
+        return r["kernel"] == 1 and r["stride"] == 1 and r["batch"] == 32
+
+    def tflops(r):
+        return bytes_and_flops(r)[1] / r["dispatch_b2b_us"] / 1e6
+
+    def gbps(r):
+        return bytes_and_flops(r)[0] / r["dispatch_b2b_us"] / 1e3
+
+    targets = [
+        ("batch 8 and 32: ≤ 0.8× the best peer", [r for r in kjit if r["batch"] > 1], lambda r: ratio(r) <= 0.8,
+         lambda r: f"{ratio(r):.2f}×"),
+        ("batch 1: ≤ 1.0× the best peer", [r for r in kjit if r["batch"] == 1], lambda r: ratio(r) <= 1.0,
+         lambda r: f"{ratio(r):.2f}×"),
+        (f"1×1, C_in ≥ 512, batch 32: ≥ 60% of {ceil['tf32_TFLOPs']:.0f} TFLOP/s",
+         [r for r in kjit if pointwise_b32(r) and r["c_in"] >= 512],
+         lambda r: tflops(r) >= 0.6 * ceil["tf32_TFLOPs"], lambda r: f"{tflops(r):.0f} TFLOP/s"),
+        (f"1×1, C_in and C_out ≤ 128, batch 32: ≥ 70% of {ceil['copy_GBps']:.0f} GB/s",
+         [r for r in kjit if pointwise_b32(r) and r["c_in"] <= 128 and r["c_out"] <= 128],
+         lambda r: gbps(r) >= 0.7 * ceil["copy_GBps"], lambda r: f"{gbps(r):.0f} GB/s"),
+    ]
+    print("\n| target (dispatch's pick, back to back) | rows meeting it | the others |\n|---|---|---|")
+    for name, rows, met, show in targets:
+        missed = [r for r in rows if not met(r)]
+        others = ", ".join(f"{r['layer']} b{r['batch']} {show(r)}" for r in missed) or "-"
+        print(f"| {name} | {len(rows) - len(missed)} of {len(rows)} | {others} |")
 
 
 def best_peer(p, suffix):
@@ -75,6 +113,7 @@ def main():
         geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
         print(f"\nkjit dispatch / best peer, back to back: geometric mean {geo:.2f}x over {len(ratios)} rows, "
               f"best {min(ratios):.2f}x, worst {max(ratios):.2f}x.")
+        print_targets(kjit, peers, ceil)
 
 
 if __name__ == "__main__":
