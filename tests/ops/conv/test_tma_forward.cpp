@@ -1,0 +1,68 @@
+// The Hopper implicit GEMM's box geometry (src/ops/conv/tma_forward.cpp, kjit/gemm_geometry.cuh),
+// checked against what its kernel reads: every input element of a box's 32 output pixels lies in
+// the patch TMA loads, from a column TMA can start at.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include <kjit/conv.hpp>
+
+#include "kjit/gemm_geometry.cuh"
+#include "ops/conv/gemm_forward.hpp"
+
+using namespace kjit;
+
+TEST_CASE("the implicit GEMM's patch boxes hold every input element their output pixels read") {
+    int layers = 0;
+    for (int k : {1, 3, 5, 7})
+        for (int stride : {1, 2, 3})
+            for (int pad = 0; pad <= k / 2; ++pad)
+                for (int ow : {4, 8, 12, 20, 28, 40, 56, 80, 112, 160}) {
+                    const Conv2dAttrs a{.kernel_h = k,
+                                        .kernel_w = k,
+                                        .stride_h = stride,
+                                        .stride_w = stride,
+                                        .pad_h = pad,
+                                        .pad_w = pad};
+                    const int oh = ow / 2 + 1;  // rows no multiple of a box's
+                    const auto box = detail::tap_box(a, oh, ow);
+                    if (!box) continue;  // its reason is conv2d_tma_unsupported_reason's
+                    ++layers;
+                    CAPTURE(k);
+                    CAPTURE(stride);
+                    CAPTURE(pad);
+                    CAPTURE(ow);
+                    CAPTURE(box->box_w);
+                    REQUIRE(box->bytes() <= 4096);
+                    int widest = 0, tallest = 0;
+                    for (int ow0 = 0; ow0 < ow; ow0 += box->box_w)
+                        for (int oh0 = 0; oh0 < oh; oh0 += box->rows()) {
+                            // Where the kernel starts the load (conv2d_bn_silu_tma_forward.cu, patch_of).
+                            const int iw = ow0 * stride - pad, ih = oh0 * stride - pad;
+                            const int load_w = std::max(iw, 0) & ~3, load_h = std::max(ih, 0);
+                            CHECK(load_w % 4 == 0);
+                            for (int dy = 0; dy < box->rows(); ++dy)
+                                for (int dx = 0; dx < box->box_w; ++dx)
+                                    for (int r = 0; r < k; ++r)
+                                        for (int q = 0; q < k; ++q) {
+                                            const int col = iw + dx * stride + q, row = ih + dy * stride + r;
+                                            if (col < 0 || row < 0) continue;  // padding: masked, not loaded
+                                            widest = std::max(widest, col - load_w + 1);
+                                            tallest = std::max(tallest, row - load_h + 1);
+                                        }
+                        }
+                    CHECK(widest <= box->patch_w());
+                    CHECK(tallest <= box->patch_h());
+                }
+    CHECK(layers > 100);
+}
+
+TEST_CASE("a K step's 32 k touch at most the box's channels") {
+    for (int taps = 1; taps <= 64; ++taps) {
+        CAPTURE(taps);
+        const int channels = TapBox::step_channels(taps);
+        for (int k0 = 0; k0 < 32 * taps * 3; k0 += 32) CHECK((k0 + 31) / taps - k0 / taps < channels);
+    }
+    CHECK(TapBox::step_channels(9) == 5);
+    CHECK(TapBox::step_channels(1) == 32);
+}
