@@ -289,7 +289,7 @@ private:
 /// problem and device. Throws UsageError for attributes no kernel supports.
 [[nodiscard]] std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                                 const DeviceTraits& device);
-/// Why dispatch_conv2d_bn_silu picks the kernel it does, in words ("the TMA + wgmma kernel
+/// Why dispatch_conv2d_bn_silu picks the kernel it does, in words ("the TMA + wgmma 1x1 kernel
 /// (sm_90a)", "the sm80 mainloop (cp.async + mma.sync): TMA needs OH*OW a multiple of 4 …").
 [[nodiscard]] std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                          const DeviceTraits& device);
@@ -302,7 +302,8 @@ private:
 [[nodiscard]] std::string conv2d_problem_key(const Conv2dAttrs& attrs, const Conv2dShape& shape);
 /// The op for a layer from a configuration written as the tuner writes it:
 /// "BLOCK_M=64 BLOCK_N=64 BLOCK_K=32 GROUP_M=8 SPLIT_K=2" (GEMM kernels; SPLIT_K optional),
-/// "TMA=1 BLOCK_M=128 BLOCK_N=128 STAGES=4 GROUP_M=8" (the Hopper 1×1 kernel) or
+/// "TMA=1 BLOCK_M=128 BLOCK_N=128 STAGES=4 GROUP_M=8" (the Hopper kernels: 1×1, or the implicit
+/// GEMM for other ungrouped layers) or
 /// "BLOCK_OC=32 BLOCK_OW=64" (the direct kernel). Throws UsageError for unknown or missing keys
 /// and invalid values.
 [[nodiscard]] std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,

@@ -92,22 +92,20 @@ struct TmaPick {
     double cost;
 };
 
-/// The Hopper kernel's cheapest tiles (each with the deepest pipeline that fits), or why the layer
-/// cannot take it.
+/// The Hopper 1×1 kernel's cheapest tiles (each with the deepest pipeline that fits) for a
+/// pointwise layer, or why the layer cannot take it. (The Hopper implicit GEMM is no candidate:
+/// the gather measured faster on most layers, docs/BENCHMARKS.md; only `kjit tune` picks it.)
 std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device,
                                 std::string& why_not) {
     why_not = conv2d_tma_unsupported_reason(a, s, device);
     if (!why_not.empty()) return std::nullopt;
-    const auto [oh, ow] = conv2d_output_size(a, s);
-    const long long boxes = detail::is_pointwise(a) ? s.batch * ceil_div(1LL * oh * ow, 32LL)
-                                                    : detail::tap_box(a, oh, ow)->boxes<long long>(s.batch, oh, ow);
-    const int k = s.c_in * a.kernel_h * a.kernel_w;
+    const long long boxes = s.batch * ceil_div(1LL * s.height * s.width, 32LL);
     std::optional<TmaPick> best;
     for (int m : {128, 64})
         for (int n : {128, 64}) {
             const Sm90Tiles t{m, n, Sm90Tiles::max_stages(m, n, device.max_shared_bytes), 8};
             if (t.stages < 3) continue;
-            const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors);
+            const double cost = tma_gemm_cost(t, boxes, s.c_out, s.c_in, device.multiprocessors);
             if (!best || cost < best->cost) best = TmaPick{t, cost};
         }
     if (!best) why_not = "no TMA pipeline of 3 stages fits this device's shared memory";
@@ -129,11 +127,9 @@ std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Co
     if (tensor_core_layer(a, s)) {
         const auto sm80 = best_sm80(a, s, oh, ow, device);
         std::string why_not;
-        // The Hopper implicit GEMM measured slower than the sm80 gather on most bench layers
-        // (docs/BENCHMARKS.md): only `kjit tune` picks it, where it wins.
-        if (const auto tma = best_tma(a, s, device, why_not);
-            tma && detail::is_pointwise(a) && (!sm80 || tma->cost <= sm80->cost))
-            return detail::make_tma_conv(a, tma->tiles, device);
+        if (detail::is_pointwise(a))
+            if (const auto tma = best_tma(a, s, device, why_not); tma && (!sm80 || tma->cost <= sm80->cost))
+                return std::make_unique<Conv2dBnSiluGemmTmaForward>(tma->tiles, device, a.bn_eps);
         require(sm80.has_value(), "no GEMM configuration fits this device's shared memory");
         return detail::make_gemm_conv(a, sm80->tiles, device.max_shared_bytes, sm80->split_k);
     }
@@ -158,11 +154,15 @@ std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& a, const Conv2dSha
         return "the direct kernel: each group's GEMM is too thin for tensor cores";
     const std::string mainloop = device.arch.number() >= 80 ? "the sm80 mainloop (cp.async + mma.sync)"
                                                             : "the FMA path";
+    if (!detail::is_pointwise(a)) {
+        const std::string why_not = conv2d_tma_unsupported_reason(a, s, device);
+        return mainloop + ": " +
+               (why_not.empty() ? "the gather measured faster than the TMA implicit GEMM on most layers (kjit tune "
+                                  "times both)"
+                                : why_not);
+    }
     std::string why_not;
     if (!best_tma(a, s, device, why_not)) return mainloop + ": " + why_not;
-    if (!detail::is_pointwise(a))
-        return mainloop +
-               ": the gather measured faster than the TMA implicit GEMM on most layers (kjit tune times both)";
     return mainloop + ": the cost model estimates it faster for this layer than the TMA kernel, which has no split-K";
 }
 

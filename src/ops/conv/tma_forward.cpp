@@ -176,8 +176,8 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, const OpCall& call) {
     CallPlan p;
     if (detail::is_pointwise(a)) {
         const auto c = detail::resolve_pointwise_call(call);
-        const int hw = static_cast<int>(call.inputs[0].shape[2]), w = static_cast<int>(call.inputs[0].shape[3]);
-        p = plan(a, t, {c.batch, c.c_in, hw, w, c.c_out}, hw, w, c.y_row_stride);
+        const int h = static_cast<int>(call.inputs[0].shape[2]), w = static_cast<int>(call.inputs[0].shape[3]);
+        p = plan(a, t, {c.batch, c.c_in, h, w, c.c_out}, h, w, c.y_row_stride);
     } else {
         const auto c = detail::resolve_conv_call(a, call);
         p = plan(a, t, c.shape, c.oh, c.ow, call.output_row_stride);
