@@ -3,12 +3,14 @@
 Reads kjit_conv_bench's JSON lines (the layer list), times for each layer: eager
 Conv2d -> BatchNorm2d -> SiLU with TF32 allowed, the BN-folded conv + SiLU, with --compile
 torch.compile of the module (default mode) and with --max-autotune in mode
-"max-autotune-no-cudagraphs" (Inductor's Triton conv templates tuned per layer); measures the copy bandwidth and TF32 matrix rate
+"max-autotune-no-cudagraphs" (Inductor's Triton conv templates tuned per layer), and with --triton
+a Triton kernel of the same fused algorithm autotuned over 8 tiles (bench/conv_triton.py, its
+output checked against eager's first); measures the copy bandwidth and TF32 matrix rate
 ceilings. Prints JSON lines. Timing: each variant captured into a CUDA graph, median of
 per-replay CUDA-event times, as kjit_conv_bench does, so Python and launch overhead stay out of
 the comparison; once with one call per graph and once with 20 calls back to back (time / 20).
 
-  conv_peers.py KJIT_JSONL [ITERATIONS] [--compile] [--max-autotune]
+  conv_peers.py KJIT_JSONL [ITERATIONS] [--compile] [--max-autotune] [--triton]
 """
 import json
 import sys
@@ -85,6 +87,9 @@ def main():
     iterations = int(args[1]) if len(args) > 1 else 100
     out = {"ceilings": ceilings(), "torch": torch.__version__, "device": torch.cuda.get_device_name()}
     print(json.dumps(out), flush=True)
+    triton_too = "--triton" in sys.argv
+    if triton_too:
+        import conv_triton  # bench/conv_triton.py, beside this script
     modules, compiled_modules = {}, {}  # compiled per (layer, variant)
     for row in rows:
         layer = (row["c_in"], row["c_out"], row["kernel"], row["stride"])
@@ -104,6 +109,16 @@ def main():
             if (layer, name) not in compiled_modules:  # dynamic batch: one compile serves every batch
                 compiled_modules[layer, name] = torch.compile(module, dynamic=True, mode=mode)
             variants[name] = lambda compiled=compiled_modules[layer, name]: compiled(x)
+        if triton_too:
+            raw_w, raw_scale = conv.weight.detach(), scale.detach()  # BN in the epilogue, as kjit does
+            with torch.no_grad():
+                expected = module(x)
+                got = conv_triton.conv_bn_silu(x, raw_w, raw_scale, b, row["stride"], pad)  # autotunes
+                y_triton = torch.empty_like(got)
+                variants["triton"] = lambda: conv_triton.conv_bn_silu(x, raw_w, raw_scale, b, row["stride"], pad,
+                                                                      out=y_triton)
+                result["triton_error"] = float((got - expected).norm() / expected.norm())
+                result["triton_config"] = conv_triton.best_config()
         with torch.no_grad():
             for name, fn in variants.items():
                 result[f"{name}_us"] = median_us(fn, iterations)

@@ -8,7 +8,7 @@ import json
 import math
 import sys
 
-PEERS = ("eager", "folded", "compiled", "autotuned")
+PEERS = ("eager", "folded", "compiled", "autotuned", "triton")
 
 
 def lines(path):
