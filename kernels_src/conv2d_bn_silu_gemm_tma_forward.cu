@@ -29,12 +29,15 @@ struct Columns {
     __device__ static constexpr unsigned x_box_bytes() { return kjit::Sm90Geometry::box * 32 * 4; }
     /// A's elements of a tile: X[k][pixel] of a box.
     struct Fragments {
-        __device__ static float at(unsigned box, int, int k, int pixel)
+        __device__ static int step(int) { return 0; }
+        __device__ static int k_entry(int, int k) { return k; }
+        __device__ static float at(unsigned box, int k, int pixel)
         {
             return kjit::load_shared(box + gemm::sm90::swizzled(k, pixel));
         }
     };
-    __device__ static Fragments fragments(int, int) { return {}; }
+    __device__ static Fragments fragments(int, int, unsigned) { return {}; }
+    __device__ static void prepare(unsigned) {}  // no shared memory of its own
     __device__ static unsigned y_offset(int channel, int pixel) { return gemm::sm90::swizzled(channel, pixel); }
 
     __device__ __forceinline__ void load(unsigned dst, int tile_m, int i, int k0, unsigned bar) const

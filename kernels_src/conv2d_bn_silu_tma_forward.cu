@@ -27,7 +27,7 @@ struct Columns {
     const kjit::TensorMap& y_map;
     kjit::TapBox patch;
     int boxes_w, boxes_per_image, pad, box_w_log2;
-    kjit::Divisor taps, kw;             // KH·KW and KW
+    kjit::Divisor taps, kw, period;     // KH·KW, KW, the (channel, tap) table's steps
     unsigned channel_bytes, row_bytes;  // one channel's patch, one patch row
 
     struct Box {
@@ -55,28 +55,52 @@ struct Columns {
         return {load_h, load_w, ih - load_h, iw - load_w};
     }
 
-    /// A's elements of one box of a tile: patch_j[k] for k = 32·kt + k_step, which is channel c
-    /// (counted from the step's first) and tap (r, q); pixel j sits dy rows and dx columns into
-    /// the box, so it reads patch row dy·stride + r, column dx·stride + q.
+    /// The (channel, tap) table (kjit::TapTable) in `table`: entry (s, k_step) is where
+    /// k = 32·s + k_step sits in a patch — channel c (counted from the step's first) and tap
+    /// (r, q) as a byte offset, with r and q beside it for the padding's mask.
+    __device__ __forceinline__ void prepare(unsigned table) const
+    {
+        for (int i = threadIdx.x; i < static_cast<int>(period.d) * 32; i += blockDim.x) {
+            const unsigned k0 = i / 32 * 32u, k = k0 + i % 32;
+            const unsigned c = taps.div(k), tap = k - c * taps.d, r = kw.div(tap), q = tap - r * kw.d;
+            const unsigned offset = (c - taps.div(k0)) * channel_bytes + r * row_bytes + q * 4;
+            kjit::store_shared(table + 4 * i, __uint_as_float(offset | r << 16 | q << 24));
+        }
+    }
+
+    /// A's elements of one box of a tile: patch_j[k] for the table entry of k; pixel j sits dy
+    /// rows and dx columns into the box, so it reads patch row dy·stride + r, column
+    /// dx·stride + q.
     struct Fragments {
         const Columns& columns;
+        unsigned table;
         int shift_rows, shift_cols;
-        __device__ __forceinline__ float at(unsigned box, int kt, int k_step, int pixel) const
+        /// The table row of K step kt.
+        __device__ __forceinline__ unsigned step(int kt) const
         {
-            const Columns& s = columns;
-            const unsigned k0 = 32u * kt, k = k0 + k_step;
-            const unsigned c = s.taps.div(k), tap = k - c * s.taps.d, r = s.kw.div(tap), q = tap - r * s.kw.d;
-            const int dy = pixel >> s.box_w_log2, dx = pixel & (s.patch.box_w - 1);
-            const int row = dy * s.patch.stride + static_cast<int>(r) + shift_rows;
-            const int col = dx * s.patch.stride + static_cast<int>(q) + shift_cols;
-            if (row < 0 || col < 0) return 0.0f;
-            return kjit::load_shared(box + (c - s.taps.div(k0)) * s.channel_bytes + row * s.row_bytes + col * 4);
+            return table + 128 * (kt - columns.period.div(kt) * columns.period.d);
+        }
+        __device__ __forceinline__ unsigned k_entry(unsigned row, int k_step) const
+        {
+            return __float_as_uint(kjit::load_shared(row + 4 * k_step));
+        }
+        /// Branch-free: a read of the skipped padding loads the box's first element and is zeroed.
+        __device__ __forceinline__ float at(unsigned box, unsigned entry, int pixel) const
+        {
+            const Columns& c = columns;
+            const int row = (pixel >> c.box_w_log2) * c.patch.stride + shift_rows;
+            const int col = (pixel & (c.patch.box_w - 1)) * c.patch.stride + shift_cols;
+            const int r = entry >> 16 & 0xff, q = entry >> 24;
+            const bool inside = (row + r | col + q) >= 0;
+            const unsigned at = box + (entry & 0xffff) + row * static_cast<int>(c.row_bytes) + col * 4;
+            const float v = kjit::load_shared(inside ? at : box);
+            return inside ? v : 0.0f;
         }
     };
-    __device__ __forceinline__ Fragments fragments(int tile_m, int i) const
+    __device__ __forceinline__ Fragments fragments(int tile_m, int i, unsigned table) const
     {
         const Patch p = patch_of(box(tile_m, i));
-        return {*this, p.shift_rows, p.shift_cols};
+        return {*this, table, p.shift_rows, p.shift_cols};
     }
 
     /// Output boxes are dense: BLOCK_N channels × 32 pixels.
@@ -115,6 +139,7 @@ __device__ __forceinline__ void conv2d_bn_silu_tma_forward(const kjit::TensorMap
                                               __ffs(box_w) - 1,
                                               kjit::Divisor(KH * KW),
                                               kjit::Divisor(KW),
+                                              kjit::Divisor(kjit::TapTable{KH * KW}.period()),
                                               static_cast<unsigned>(patch.patch_h() * patch.patch_w() * 4),
                                               static_cast<unsigned>(patch.patch_w() * 4)};
     const int tiles_m = kjit::Sm90Geometry{BLOCK_M, BLOCK_N, STAGES}.column_tiles(patch.boxes(B, OH, OW));

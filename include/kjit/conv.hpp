@@ -173,16 +173,21 @@ public:
     /// Throws UsageError where TMA cannot take the tensors (their strides or alignment).
     void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
     [[nodiscard]] Dims grid(ShapeView output_shape) const override;
-    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return tiles_.shared_bytes(); }
+    /// The tiles' shared memory and the column policy's own (the implicit GEMM's tap table).
+    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override {
+        return tiles_.shared_bytes() + policy_bytes_;
+    }
 
 protected:
-    /// Throws UsageError for invalid tiles or a device that is not 9.0.
+    /// Throws UsageError for invalid tiles, a device that is not 9.0, or shared memory (the
+    /// tiles' and `policy_bytes` more) over the device's limit.
     TmaConvOp(std::string kernel_name, std::vector<Param> signature, const Sm90Tiles& tiles, const Conv2dAttrs& attrs,
-              const DeviceTraits& device);
+              const DeviceTraits& device, unsigned policy_bytes = 0);
 
 private:
     class MapCache;
     Sm90Tiles tiles_;
+    unsigned policy_bytes_;
     int multiprocessors_;
     std::unique_ptr<MapCache> maps_;
     std::unique_ptr<GemmConvOp> fallback_;

@@ -106,4 +106,19 @@ struct TapBox {
     }
 };
 
+/// Where each of a K step's 32 k = (channel, tap) of the Hopper implicit GEMM sits in its patch,
+/// one 4-byte entry each, for the steps after which the pattern repeats: 32·kt mod taps takes
+/// taps / gcd(32, taps) values (9 steps for a 3 × 3 filter).
+struct TapTable {
+    int taps;
+
+    constexpr int period() const
+    {
+        int common = 1;
+        while (common < 32 && taps % (2 * common) == 0) common *= 2;
+        return taps / common;
+    }
+    constexpr int bytes() const { return period() * 32 * 4; }
+};
+
 }  // namespace kjit

@@ -30,6 +30,7 @@ __device__ __forceinline__ void gemm_bn_silu(const Columns& columns, const kjit:
         }
         kjit::fence_barrier_init();
     }
+    columns.prepare(shared.policy());
     __syncthreads();
 
     const PersistentTiles tiles{tiles_m, kjit::ceil_div(N, BLOCK_N), GROUP_M};

@@ -52,6 +52,8 @@ struct Shared {
     __device__ unsigned y(int box) const { return base + STAGES * G.stage_bytes() + box * G.y_box_bytes(); }
     __device__ unsigned full(int stage) const { return base + G.barriers_offset() + stage * 8; }
     __device__ unsigned empty(int stage) const { return full(STAGES) + stage * 8; }
+    /// The Columns policy's own shared memory, after the barriers.
+    __device__ unsigned policy() const { return empty(STAGES); }
 };
 
 /// A stage index and the parity of its barriers' current phase, advanced in lockstep by the
@@ -95,7 +97,8 @@ using Accumulators = float[BLOCK_N / 2];
 __device__ __forceinline__ int a_box(int consumer) { return 2 * consumer + row_pixel(threadIdx.x / 32 % 4, 0, 0).box; }
 
 /// The A fragments of K step `kt` (32 of K: 4 wgmma k8) for this thread, tf32-rounded, from its
-/// X box in the stage, read where the Columns policy's `fragments` (for this tile) place them.
+/// X box in the stage, read where the Columns policy's `fragments` (for this tile) place them:
+/// `step` once per K step, `k_entry` once per k, `at` per (k, pixel).
 template <int BLOCK_M, int BLOCK_N, int STAGES, class Fragments>
 __device__ __forceinline__ void load_a(unsigned (&a)[4][4], const Shared<BLOCK_M, BLOCK_N, STAGES>& shared,
                                        const Fragments& fragments, int stage, int consumer, int kt)
@@ -103,40 +106,36 @@ __device__ __forceinline__ void load_a(unsigned (&a)[4][4], const Shared<BLOCK_M
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4, g = lane / 4, t = lane % 4;
     const RowPixel lo = row_pixel(warp, 0, g), hi = row_pixel(warp, 1, g);
     const unsigned box = shared.x(stage, a_box(consumer));
+    const auto step = fragments.step(kt);
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
         const int k = 8 * s + t;
-        a[s][0] = kjit::to_tf32(fragments.at(box, kt, k, lo.pixel));
-        a[s][1] = kjit::to_tf32(fragments.at(box, kt, k, hi.pixel));
-        a[s][2] = kjit::to_tf32(fragments.at(box, kt, k + 4, lo.pixel));
-        a[s][3] = kjit::to_tf32(fragments.at(box, kt, k + 4, hi.pixel));
+        const auto k_lo = fragments.k_entry(step, k), k_hi = fragments.k_entry(step, k + 4);
+        a[s][0] = kjit::to_tf32(fragments.at(box, k_lo, lo.pixel));
+        a[s][1] = kjit::to_tf32(fragments.at(box, k_lo, hi.pixel));
+        a[s][2] = kjit::to_tf32(fragments.at(box, k_hi, lo.pixel));
+        a[s][3] = kjit::to_tf32(fragments.at(box, k_hi, hi.pixel));
     }
 }
 
-/// Keeps registers that an in-flight wgmma reads from being reused before it is done: the
-/// compiler sees a use here, after the wait that retires it.
-__device__ __forceinline__ void hold(const unsigned (&a)[4][4])
-{
-#pragma unroll
-    for (int s = 0; s < 4; ++s) asm volatile("" ::"r"(a[s][0]), "r"(a[s][1]), "r"(a[s][2]), "r"(a[s][3]));
-}
-
 /// The consumers' side for one tile: acc = Σ over K steps of Xᵀ_step · Wᵀ_step for this
-/// warpgroup's 64 pixels. Each stage goes back to the producer once the wgmma reading it are
-/// done, one step behind the newest so the tensor cores always have the next step queued. The
-/// A fragments of two consecutive steps are in flight at once, so they alternate between two
-/// register sets (steps taken in pairs), each held until its wgmma retire.
+/// warpgroup's 64 pixels. A step's A fragments are written while none of this warpgroup's
+/// wgmma are in flight, and its wgmma retire before the next step's are written: ptxas
+/// serialises every wgmma (C7513) once a register a wgmma reads is written while any is in
+/// flight, the RS form's rule. The tensor cores stay busy through the other consumer
+/// warpgroup, whose wgmma run while this one loads. A stage goes back to the producer as soon
+/// as its wgmma are done.
 template <int BLOCK_M, int BLOCK_N, int STAGES, class Columns>
 __device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const Shared<BLOCK_M, BLOCK_N, STAGES>& shared,
                                              const Columns& columns, int consumer, int tile_m, int k_steps,
                                              PipelineState<STAGES>& pipe)
 {
-    const auto fragments = columns.fragments(tile_m, a_box(consumer));
+    const auto fragments = columns.fragments(tile_m, a_box(consumer), shared.policy());
     const bool releases = threadIdx.x % 32 == 0;  // one arrival per consumer warp
 #pragma unroll
     for (int i = 0; i < BLOCK_N / 2; ++i) acc[i] = 0.0f;
-    int previous = -1;
-    auto step = [&](unsigned(&a)[4][4], const unsigned(&in_flight)[4][4], int kt) {
+    for (int kt = 0; kt < k_steps; ++kt, pipe.advance()) {
+        unsigned a[4][4];
         kjit::mbarrier_wait(shared.full(pipe.stage), pipe.phase);
         load_a(a, shared, fragments, pipe.stage, consumer, kt);
         kjit::wgmma_fence();  // the A fragments and the accumulators, before wgmma reads them
@@ -144,21 +143,9 @@ __device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const S
         for (int s = 0; s < 4; ++s)
             kjit::wgmma_tf32<BLOCK_N>(acc, a[s], kjit::wgmma_descriptor_swizzle128(shared.w(pipe.stage) + 32 * s));
         kjit::wgmma_commit();
-        kjit::wgmma_wait<1>();  // the previous step's wgmma are done: its stage and registers are free
-        hold(in_flight);
-        if (previous >= 0 && releases) kjit::mbarrier_arrive(shared.empty(previous));
-        previous = pipe.stage;
-        pipe.advance();
-    };
-    unsigned even[4][4] = {}, odd[4][4] = {};
-    for (int kt = 0; kt < k_steps; kt += 2) {
-        step(even, odd, kt);
-        if (kt + 1 < k_steps) step(odd, even, kt + 1);
+        kjit::wgmma_wait<0>();
+        if (releases) kjit::mbarrier_arrive(shared.empty(pipe.stage));
     }
-    kjit::wgmma_wait<0>();
-    hold(even);
-    hold(odd);
-    if (previous >= 0 && releases) kjit::mbarrier_arrive(shared.empty(previous));
 }
 
 }  // namespace gemm::sm90

@@ -94,7 +94,8 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
     }
     if (conv2d_tma_unsupported_reason(a, s, device).empty())
         for (const auto& t : Sm90Tiles::configurations())
-            if (t.shared_bytes() <= static_cast<unsigned>(device.max_shared_bytes)) list.push_back(tma_config(t));
+            if (t.shared_bytes() + detail::tma_policy_bytes(a) <= static_cast<unsigned>(device.max_shared_bytes))
+                list.push_back(tma_config(t));
     const auto [oh, ow] = conv2d_output_size(a, s);
     const long long p = 1LL * s.batch * oh * ow;
     const int k = s.c_in / a.groups * a.kernel_h * a.kernel_w;

@@ -26,6 +26,10 @@ namespace kjit::detail {
 [[nodiscard]] std::unique_ptr<TmaConvOp> make_tma_conv(const Conv2dAttrs& a, const Sm90Tiles& tiles,
                                                        const DeviceTraits& device);
 
+/// Shared memory the Hopper op for this layer needs beyond its tiles': the implicit GEMM's tap
+/// table (none for pointwise layers). The deepest pipelines may not fit beside a large table.
+[[nodiscard]] unsigned tma_policy_bytes(const Conv2dAttrs& a);
+
 /// The Hopper implicit GEMM's X box for an oh × ow output: the box width whose boxes cover the
 /// fewest pixels (the widest among equals) and whose patch fits a 4 KB slot; none if none fits.
 [[nodiscard]] std::optional<TapBox> tap_box(const Conv2dAttrs& a, int oh, int ow);

@@ -257,12 +257,18 @@ std::string general_attrs_reason(const Conv2dAttrs& a) {
 }  // namespace
 
 TmaConvOp::TmaConvOp(std::string kernel_name, std::vector<Param> signature, const Sm90Tiles& tiles,
-                     const Conv2dAttrs& attrs, const DeviceTraits& device)
+                     const Conv2dAttrs& attrs, const DeviceTraits& device, unsigned policy_bytes)
     : Conv2dOp(tma_kernel(std::move(kernel_name), std::move(signature), tiles, device), attrs),
       tiles_(tiles),
+      policy_bytes_(policy_bytes),
       multiprocessors_(device.multiprocessors),
       maps_(std::make_unique<MapCache>()),
-      fallback_(detail::make_gemm_conv(attrs, fallback_tiles, device.max_shared_bytes, 1)) {}
+      fallback_(detail::make_gemm_conv(attrs, fallback_tiles, device.max_shared_bytes, 1)) {
+    require(shared_bytes_for_launch(0) <= static_cast<unsigned>(device.max_shared_bytes),
+            "tiles {}x{} with {} stages and a {}-byte tap table need {} bytes of shared memory: the device allows {}",
+            tiles.block_m, tiles.block_n, tiles.stages, policy_bytes, shared_bytes_for_launch(0),
+            device.max_shared_bytes);
+}
 
 TmaConvOp::~TmaConvOp() = default;
 
@@ -310,7 +316,12 @@ const Conv2dAttrs& checked_general(const Conv2dAttrs& a) {
 
 Conv2dBnSiluTmaForward::Conv2dBnSiluTmaForward(const Sm90Tiles& tiles, const Conv2dAttrs& attrs,
                                                const DeviceTraits& device)
-    : TmaConvOp("conv2d_bn_silu_tma_forward", KernelType::signature(), tiles, checked_general(attrs), device) {}
+    : TmaConvOp("conv2d_bn_silu_tma_forward", KernelType::signature(), tiles, checked_general(attrs), device,
+                detail::tma_policy_bytes(attrs)) {}
+
+unsigned detail::tma_policy_bytes(const Conv2dAttrs& a) {
+    return is_pointwise(a) ? 0 : static_cast<unsigned>(TapTable{a.kernel_h * a.kernel_w}.bytes());
+}
 
 std::unique_ptr<TmaConvOp> detail::make_tma_conv(const Conv2dAttrs& a, const Sm90Tiles& t, const DeviceTraits& device) {
     if (is_pointwise(a)) return std::make_unique<Conv2dBnSiluGemmTmaForward>(t, device, a.bn_eps);

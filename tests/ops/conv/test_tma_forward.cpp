@@ -66,3 +66,15 @@ TEST_CASE("a K step's 32 k touch at most the box's channels") {
     CHECK(TapBox::step_channels(9) == 5);
     CHECK(TapBox::step_channels(1) == 32);
 }
+
+TEST_CASE("the tap table repeats with its period: a K step's row is kt mod period") {
+    for (int taps = 1; taps <= 64; ++taps) {
+        CAPTURE(taps);
+        const int period = TapTable{taps}.period();
+        CHECK(32 * period % taps == 0);                              // after `period` steps it starts over…
+        for (int p = 1; p < period; ++p) CHECK(32 * p % taps != 0);  // …and not before
+    }
+    CHECK(TapTable{9}.period() == 9);
+    CHECK(TapTable{9}.bytes() == 9 * 32 * 4);
+    CHECK(TapTable{16}.period() == 1);
+}
