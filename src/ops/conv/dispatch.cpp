@@ -54,10 +54,10 @@ double gemm_cost(const GemmTiles& t, int split_k, long long p, int n, int k, boo
 /// The Hopper GEMM, in the same units: a persistent block's tiles, each the larger of its wgmma
 /// work and operand traffic (or its K steps' latency), plus the epilogue's store and a start.
 /// Its pipeline hides latency the sm80 model charges, hence the weight against that model.
-double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms) {
+double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms, double x_weight) {
     const long long tiles = Sm90Geometry{t.block_m, t.block_n, t.stages}.column_tiles(boxes) * ceil_div(n, t.block_n);
     const double per_sm = static_cast<double>(ceil_div<long long>(tiles, sms));
-    const double math = t.block_m * t.block_n / 1024.0, traffic = (t.block_m + t.block_n) * 4.0 / 24.0;
+    const double math = t.block_m * t.block_n / 1024.0, traffic = (t.block_m * x_weight + t.block_n) * 4.0 / 24.0;
     const double store = t.block_m * t.block_n * 4.0 / 32.0;
     const double work = k * std::max(math, traffic) + store + 1500.0;
     const double latency = ceil_div(k, 32) * 100.0 + 1500.0;
@@ -92,20 +92,26 @@ struct TmaPick {
     double cost;
 };
 
-/// The Hopper 1×1 kernel's cheapest tiles (each with the deepest pipeline that fits) for a
-/// pointwise layer, or why the layer cannot take it. (The Hopper implicit GEMM is no candidate:
-/// the gather measured faster on most layers, docs/BENCHMARKS.md; only `kjit tune` picks it.)
+/// The Hopper kernel's cheapest tiles for a layer (each with the deepest pipeline that fits
+/// beside the implicit GEMM's tap table), or why the layer cannot take it.
 std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device,
                                 std::string& why_not) {
     why_not = conv2d_tma_unsupported_reason(a, s, device);
     if (!why_not.empty()) return std::nullopt;
-    const long long boxes = s.batch * ceil_div(1LL * s.height * s.width, 32LL);
+    const auto [oh, ow] = conv2d_output_size(a, s);
+    const long long boxes = detail::is_pointwise(a) ? s.batch * ceil_div(1LL * oh * ow, 32LL)
+                                                    : detail::tap_box(a, oh, ow)->boxes<long long>(s.batch, oh, ow);
+    const int k = s.c_in * a.kernel_h * a.kernel_w;
+    // The implicit GEMM's X boxes cost more than the 1×1 kernel's: patches wider than their 32
+    // pixels, reads masked at the padding. Fitted on the H200 bench rows like the rest.
+    const double x_weight = detail::is_pointwise(a) ? 1.0 : 1.25;
+    const int table = static_cast<int>(detail::tma_policy_bytes(a));
     std::optional<TmaPick> best;
     for (int m : {128, 64})
         for (int n : {128, 64}) {
-            const Sm90Tiles t{m, n, Sm90Tiles::max_stages(m, n, device.max_shared_bytes), 8};
+            const Sm90Tiles t{m, n, Sm90Tiles::max_stages(m, n, device.max_shared_bytes - table), 8};
             if (t.stages < 3) continue;
-            const double cost = tma_gemm_cost(t, boxes, s.c_out, s.c_in, device.multiprocessors);
+            const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors, x_weight);
             if (!best || cost < best->cost) best = TmaPick{t, cost};
         }
     if (!best) why_not = "no TMA pipeline of 3 stages fits this device's shared memory";
@@ -127,9 +133,8 @@ std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Co
     if (tensor_core_layer(a, s)) {
         const auto sm80 = best_sm80(a, s, oh, ow, device);
         std::string why_not;
-        if (detail::is_pointwise(a))
-            if (const auto tma = best_tma(a, s, device, why_not); tma && (!sm80 || tma->cost <= sm80->cost))
-                return std::make_unique<Conv2dBnSiluGemmTmaForward>(tma->tiles, device, a.bn_eps);
+        if (const auto tma = best_tma(a, s, device, why_not); tma && (!sm80 || tma->cost <= sm80->cost))
+            return detail::make_tma_conv(a, tma->tiles, device);
         require(sm80.has_value(), "no GEMM configuration fits this device's shared memory");
         return detail::make_gemm_conv(a, sm80->tiles, device.max_shared_bytes, sm80->split_k);
     }
@@ -154,13 +159,6 @@ std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& a, const Conv2dSha
         return "the direct kernel: each group's GEMM is too thin for tensor cores";
     const std::string mainloop = device.arch.number() >= 80 ? "the sm80 mainloop (cp.async + mma.sync)"
                                                             : "the FMA path";
-    if (!detail::is_pointwise(a)) {
-        const std::string why_not = conv2d_tma_unsupported_reason(a, s, device);
-        return mainloop + ": " +
-               (why_not.empty() ? "the gather measured faster than the TMA implicit GEMM on most layers (kjit tune "
-                                  "times both)"
-                                : why_not);
-    }
     std::string why_not;
     if (!best_tma(a, s, device, why_not)) return mainloop + ": " + why_not;
     return mainloop + ": the cost model estimates it faster for this layer than the TMA kernel, which has no split-K";
