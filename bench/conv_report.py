@@ -38,8 +38,9 @@ def floor_us(row, ceil):
     return max(bytes_moved / (ceil["copy_GBps"] * 1e3), flops / (ceil["tf32_TFLOPs"] * 1e6))
 
 
-def print_targets(kjit, peers, ceil):
-    """Issue 12's targets for dispatch's pick, back to back: how many rows meet each, and the rest."""
+def targets(kjit, peers, ceil):
+    """Issue 12's targets for dispatch's pick, back to back: (name, the rows it covers, whether a
+    row meets it, a row's figure)."""
     def ratio(r):
         return r["dispatch_b2b_us"] / best_peer(peers.get((r["layer"], r["batch"]), {}), "_b2b_us")[0]
 
@@ -52,7 +53,7 @@ def print_targets(kjit, peers, ceil):
     def gbps(r):
         return bytes_and_flops(r)[0] / r["dispatch_b2b_us"] / 1e3
 
-    targets = [
+    return [
         ("batch 8 and 32: ≤ 0.8× the best peer", [r for r in kjit if r["batch"] > 1], lambda r: ratio(r) <= 0.8,
          lambda r: f"{ratio(r):.2f}×"),
         ("batch 1: ≤ 1.0× the best peer", [r for r in kjit if r["batch"] == 1], lambda r: ratio(r) <= 1.0,
@@ -64,8 +65,12 @@ def print_targets(kjit, peers, ceil):
          [r for r in kjit if pointwise_b32(r) and r["c_in"] <= 128 and r["c_out"] <= 128],
          lambda r: gbps(r) >= 0.7 * ceil["copy_GBps"], lambda r: f"{gbps(r):.0f} GB/s"),
     ]
+
+
+def print_targets(kjit, peers, ceil):
+    """How many rows meet each of issue 12's targets, and the figures of the rest."""
     print("\n| target (dispatch's pick, back to back) | rows meeting it | the others |\n|---|---|---|")
-    for name, rows, met, show in targets:
+    for name, rows, met, show in targets(kjit, peers, ceil):
         missed = [r for r in rows if not met(r)]
         others = ", ".join(f"{r['layer']} b{r['batch']} {show(r)}" for r in missed) or "-"
         print(f"| {name} | {len(rows) - len(missed)} of {len(rows)} | {others} |")
