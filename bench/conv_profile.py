@@ -53,44 +53,44 @@ def parse_details(text):
     return metrics, stalls, pipeline
 
 
-def top_instructions(sass_csv, count=8):
-    """The SASS instructions with the most warp stall samples: (samples, share, instruction, the
-    three largest reasons), from ncu's source page as CSV."""
+SAMPLES = "Warp Stall Sampling (All Samples)"
+
+
+def sass_rows(sass_csv):
+    """ncu's source page as CSV: one dict per SASS instruction, its counters as ints."""
     rows = list(csv.reader(io.StringIO(sass_csv)))
-    header = next(i for i, r in enumerate(rows) if "Source" in r and "Warp Stall Sampling (All Samples)" in r)
-    names, data = rows[header], rows[header + 1:]
-    at = {n: i for i, n in enumerate(names)}
-    samples = at["Warp Stall Sampling (All Samples)"]
-    reasons = [n for n in names if n.startswith("stall_") and "(Not Issued)" not in n]
-
-    def number(r, column):
-        v = r[at[column]] if column in at else r[column]
-        return int(float(v)) if v not in ("", "-") else 0
-
-    data = [r for r in data if len(r) == len(names)]
-    total = sum(number(r, samples) for r in data) or 1
-    top = sorted(data, key=lambda r: -number(r, samples))[:count]
+    header = next(i for i, r in enumerate(rows) if "Source" in r and SAMPLES in r)
+    names = rows[header]
     out = []
-    for r in top:
-        why = sorted(((number(r, n), n[len("stall_"):]) for n in reasons), reverse=True)[:3]
-        out.append((number(r, samples), number(r, samples) / total, r[at["Source"]].strip(),
-                    ", ".join(f"{name} {n}" for n, name in why if n)))
+    for r in rows[header + 1:]:
+        if len(r) != len(names):
+            continue
+        row = {"Source": r[names.index("Source")].strip()}
+        for name, v in zip(names, r):
+            if name == SAMPLES or (name.startswith("stall_") and "(Not Issued)" not in name):
+                row[name] = int(float(v)) if v not in ("", "-") else 0
+        out.append(row)
     return out
 
 
-def by_opcode(sass_csv, count=6):
+def top_instructions(rows, count=8):
+    """The SASS instructions with the most warp stall samples: (samples, share, instruction, the
+    three largest reasons)."""
+    total = sum(r[SAMPLES] for r in rows) or 1
+    out = []
+    for r in sorted(rows, key=lambda r: -r[SAMPLES])[:count]:
+        why = sorted(((n, k[len("stall_"):]) for k, n in r.items() if k.startswith("stall_")), reverse=True)[:3]
+        out.append((r[SAMPLES], r[SAMPLES] / total, r["Source"], ", ".join(f"{name} {n}" for n, name in why if n)))
+    return out
+
+
+def by_opcode(rows, count=6):
     """Stall samples summed per SASS opcode (predicate and operands dropped): (opcode, share)."""
-    rows = list(csv.reader(io.StringIO(sass_csv)))
-    header = next(i for i, r in enumerate(rows) if "Source" in r and "Warp Stall Sampling (All Samples)" in r)
-    names = rows[header]
-    source, samples = names.index("Source"), names.index("Warp Stall Sampling (All Samples)")
     totals = {}
-    for r in rows[header + 1:]:
-        if len(r) != len(names) or r[samples] in ("", "-"):
-            continue
-        words = [w for w in r[source].split() if not w.startswith("@")]
+    for r in rows:
+        words = [w for w in r["Source"].split() if not w.startswith("@")]
         if words:
-            totals[words[0]] = totals.get(words[0], 0) + int(float(r[samples]))
+            totals[words[0]] = totals.get(words[0], 0) + r[SAMPLES]
     total = sum(totals.values()) or 1
     return [(op, n / total) for op, n in sorted(totals.items(), key=lambda kv: -kv[1])[:count]]
 
@@ -107,17 +107,16 @@ def report(title, details_text, sass_csv):
         print("Warp cycles per issued instruction by state: " +
               ", ".join(f"{k} {v:.2f}" for k, v in ranked if v >= 0.05) + ".\n")
     if sass_csv:
-        print("Stall samples by opcode: " + ", ".join(f"{op} {share:.0%}" for op, share in by_opcode(sass_csv)) +
-              ".\n")
+        rows = sass_rows(sass_csv)
+        print("Stall samples by opcode: " + ", ".join(f"{op} {share:.0%}" for op, share in by_opcode(rows)) + ".\n")
         print("| stall samples | share | SASS | top reasons |\n|---|---|---|---|")
-        for n, share, source, why in top_instructions(sass_csv):
+        for n, share, source, why in top_instructions(rows):
             print(f"| {n} | {share:.0%} | `{source}` | {why} |")
 
 
 def profile(kjit, row, config, out_dir):
     """ncu over one launch of the layer's kernel; its details page and SASS source page."""
-    name = f"{row['layer']} b{row['batch']}".replace(" ", "_").replace(">", "").replace("@", "")
-    base = os.path.join(out_dir, re.sub(r"[^\w.-]", "", name))
+    base = os.path.join(out_dir, re.sub(r"[^\w.-]+", "_", f"{row['layer']} b{row['batch']}"))
     command = ["ncu", "--clock-control", "none", "--set", "full", "--import-source", "yes", "--launch-skip", "2",
                "--launch-count", "1", "-k", "regex:entry_point", "-f", "-o", base, kjit, "run", "conv2d_bn_silu",
                "--iters", "3", *run_args(row)]
@@ -133,9 +132,7 @@ def profile(kjit, row, config, out_dir):
 
 def missed_rows(kjit_jsonl, torch_jsonl):
     """The bench rows that miss a target, each once, in the targets' order."""
-    kjit = [r for r in conv_report.lines(kjit_jsonl) if "layer" in r]
-    peers = conv_report.lines(torch_jsonl)
-    head, peers = peers[0], {(p["layer"], p["batch"]): p for p in peers[1:]}
+    kjit, _, head, peers = conv_report.load_run(kjit_jsonl, torch_jsonl)
     seen, out = set(), []
     for _, rows, met, _ in conv_report.targets(kjit, peers, head["ceilings"]):
         for r in rows:

@@ -84,11 +84,18 @@ def best_peer(p, suffix):
     return times[name], name
 
 
+def load_run(kjit_jsonl, torch_jsonl):
+    """One bench run: kjit's rows, its context, the peers' header (ceilings, versions) and the
+    peers' rows by (layer, batch)."""
+    kjit_lines = lines(kjit_jsonl)
+    kjit = [r for r in kjit_lines if "layer" in r]
+    context = next(r["context"] for r in kjit_lines if "context" in r)
+    peers = lines(torch_jsonl)
+    return kjit, context, peers[0], {(p["layer"], p["batch"]): p for p in peers[1:]}
+
+
 def main():
-    kjit = [r for r in lines(sys.argv[1]) if "layer" in r]
-    context = next(r["context"] for r in lines(sys.argv[1]) if "context" in r)
-    peers = lines(sys.argv[2])
-    head, peers = peers[0], {(p["layer"], p["batch"]): p for p in peers[1:]}
+    kjit, context, head, peers = load_run(sys.argv[1], sys.argv[2])
     ceil = head["ceilings"]
     print(f"Ceilings measured in this run: copy {ceil['copy_GBps']:.0f} GB/s (read + write), "
           f"TF32 matmul {ceil['tf32_TFLOPs']:.0f} TFLOP/s; PyTorch {head['torch']} on {head['device']}; "
