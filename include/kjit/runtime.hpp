@@ -35,13 +35,14 @@ struct CompileResult {
 
 /// An entry point loaded on a device.
 struct LoadedKernel {
-    LoadedKernel(Module loaded_module, CUfunc_st* entry_function,
-                 std::shared_ptr<const CacheEntry> cache_entry) noexcept
-        : module(std::move(loaded_module)), function(entry_function), entry(std::move(cache_entry)) {}
+    LoadedKernel(Module loaded_module, CUfunc_st* entry_function, std::shared_ptr<const CacheEntry> cache_entry);
 
     Module module;
     CUfunc_st* function;
     std::shared_ptr<const CacheEntry> entry;
+    /// Built for sm_90 or newer, so its entry point waits for the grid before it (griddepcontrol):
+    /// launched as a programmatic dependent, its blocks start while that grid drains.
+    bool dependent_launch;
     mutable std::atomic<unsigned> dynamic_shared_limit{48 * 1024};  // what the driver allows now
 };
 

@@ -22,6 +22,15 @@ std::string constant_text(const Constant& c, bool for_cuda) {
         c.value);
 }
 
+const std::string& grid_dependency_prologue() {
+    static const std::string text = fmt::format(
+        "#if __CUDA_ARCH__ >= {}0\n"
+        "    asm volatile(\"griddepcontrol.wait;\\n\\tgriddepcontrol.launch_dependents;\" ::: \"memory\");\n"
+        "#endif\n",
+        grid_dependency_arch);
+    return text;
+}
+
 namespace {
 
 bool uses_tensor_maps(const KernelSpec& spec) {
@@ -59,8 +68,9 @@ std::string entry_point_text(const KernelSpec& spec) {
                      ? fmt::format("__launch_bounds__({}, {}) ", spec.max_threads_per_block,
                                    spec.min_blocks_per_multiprocessor)
                      : fmt::format("__launch_bounds__({}) ", spec.max_threads_per_block);
-    return fmt::format("{}extern \"C\" __global__ void {}{}_entry_point({})\n{{\n    {}{}({});\n}}\n",
-                       includes.empty() ? "" : includes + "\n", bounds, spec.name, fmt::join(params, ", "), spec.name,
+    return fmt::format("{}extern \"C\" __global__ void {}{}_entry_point({})\n{{\n{}    {}{}({});\n}}\n",
+                       includes.empty() ? "" : includes + "\n", bounds, spec.name, fmt::join(params, ", "),
+                       grid_dependency_prologue(), spec.name,
                        targs.empty() ? "" : fmt::format("<{}>", fmt::join(targs, ", ")), fmt::join(names, ", "));
 }
 

@@ -9,7 +9,16 @@ namespace kjit::detail {
 /// A constant as a template argument (for_cuda: "float", "64LL") or as the id writes it ("f32").
 std::string constant_text(const Constant& c, bool for_cuda);
 
-/// `extern "C" __global__ void <name>_entry_point(<params>) { <name><constants...>(<params>); }`,
+/// The first arch whose entry points wait for the grid launched before them (griddepcontrol,
+/// sm_90): the runtime launches kernels built for it as programmatic dependents.
+inline constexpr int grid_dependency_arch = 90;
+
+/// What every entry point runs first. On sm_90+: wait until the grid before has finished and its
+/// writes are visible (a no-op unless launched as a dependent), then let the next grid's blocks
+/// launch: they take free SM slots and wait there, so a chain of kernels pays no launch gap.
+const std::string& grid_dependency_prologue();
+
+/// `extern "C" __global__ void <name>_entry_point(<params>) { <prologue> <name><constants...>(<params>); }`,
 /// with __launch_bounds__ when the spec sets max_threads_per_block.
 std::string entry_point_text(const KernelSpec& spec);
 

@@ -1,6 +1,8 @@
 // The Runtime: resolve a kernel through memory, SQLite or NVRTC (once per key, across threads
 // and processes), load it on the device, remember it in the kernel's hot slot, check the launch
-// (launch_checks.cpp) and hand it to cuLaunchKernel.
+// (launch_checks.cpp) and hand it to the driver: cuLaunchKernel, or cuLaunchKernelEx for clusters and
+// programmatic dependent launches.
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <optional>
@@ -12,6 +14,7 @@
 
 #include "cuda/driver_api.hpp"
 #include "jit/cache_key.hpp"
+#include "jit/entry_point.hpp"
 #include "jit/kernel_state.hpp"
 #include "jit/launch_checks.hpp"
 #include "jit/log.hpp"
@@ -185,16 +188,26 @@ struct Runtime::Impl {
         const Device& device = stream.device();
         detail::check_launch(kernel, lk, device, config);
         device.make_current();
-        if (config.cluster.x * config.cluster.y * config.cluster.z == 1) {
+        const bool clustered = config.cluster.x * config.cluster.y * config.cluster.z != 1;
+        if (!clustered && !lk.dependent_launch) {
             KJIT_CU(cuLaunchKernel, lk.function, config.grid.x, config.grid.y, config.grid.z, config.block.x,
                     config.block.y, config.block.z, config.shared_bytes, stream.handle(), args, nullptr);
             return;
         }
-        CUlaunchAttribute cluster{};
-        cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        cluster.value.clusterDim.x = config.cluster.x;
-        cluster.value.clusterDim.y = config.cluster.y;
-        cluster.value.clusterDim.z = config.cluster.z;
+        std::array<CUlaunchAttribute, 2> attributes{};
+        unsigned count = 0;
+        if (clustered) {
+            CUlaunchAttribute& cluster = attributes[count++];
+            cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            cluster.value.clusterDim.x = config.cluster.x;
+            cluster.value.clusterDim.y = config.cluster.y;
+            cluster.value.clusterDim.z = config.cluster.z;
+        }
+        if (lk.dependent_launch) {  // safe after any grid: the entry point waits for it to finish
+            CUlaunchAttribute& dependent = attributes[count++];
+            dependent.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            dependent.value.programmaticStreamSerializationAllowed = 1;
+        }
         CUlaunchConfig launch{};
         launch.gridDimX = config.grid.x;
         launch.gridDimY = config.grid.y;
@@ -204,11 +217,18 @@ struct Runtime::Impl {
         launch.blockDimZ = config.block.z;
         launch.sharedMemBytes = config.shared_bytes;
         launch.hStream = stream.handle();
-        launch.attrs = &cluster;
-        launch.numAttrs = 1;
+        launch.attrs = attributes.data();
+        launch.numAttrs = count;
         KJIT_CU(cuLaunchKernelEx, &launch, lk.function, args, nullptr);
     }
 };
+
+LoadedKernel::LoadedKernel(Module loaded_module, CUfunc_st* entry_function,
+                           std::shared_ptr<const CacheEntry> cache_entry)
+    : module(std::move(loaded_module)),
+      function(entry_function),
+      entry(std::move(cache_entry)),
+      dependent_launch(Arch::parse(entry->arch).number() >= detail::grid_dependency_arch) {}
 
 Runtime::Runtime(const std::filesystem::path& cache_directory) : impl_(std::make_unique<Impl>(cache_directory)) {}
 Runtime::~Runtime() = default;

@@ -23,6 +23,16 @@ TEST_CASE("compiles to PTX and cubin for sm_80, sm_87, sm_90 and sm_90a") {
     }
 }
 
+TEST_CASE("entry points built for sm_90+ wait for the grid before them and release the next, older ones do not") {
+    for (const char* arch : {"sm_80", "sm_87", "sm_90", "sm_90a"}) {
+        CAPTURE(std::string(arch));
+        const Compiled c = compile(test::axpby(), test::options_for(arch));
+        const bool hopper = std::string_view(arch).starts_with("sm_9");
+        CHECK((c.ptx.find("griddepcontrol.wait;") != std::string::npos) == hopper);
+        CHECK((c.ptx.find("griddepcontrol.launch_dependents;") != std::string::npos) == hopper);
+    }
+}
+
 TEST_CASE("compiling the same kernel again still gives ptxas' report (no driver cache in between)") {
     const Kernel k = test::scale_kernel("", 12345);
     for (int i = 0; i < 3; ++i) {

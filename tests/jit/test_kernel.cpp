@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "jit/entry_point.hpp"
 #include "support.hpp"
 
 using namespace kjit;
@@ -14,7 +15,8 @@ TEST_CASE("entry point is generated from the signature and the constants") {
     CHECK(k.entry_point_name() == "axpby_entry_point");
     CHECK(k.entry_point_source() ==
           "extern \"C\" __global__ void __launch_bounds__(256) axpby_entry_point(float* x, float* y, float alpha, "
-          "float beta, long long n)\n{\n    axpby<float, 256, 4>(x, y, alpha, beta, n);\n}\n");
+          "float beta, long long n)\n{\n" +
+              detail::grid_dependency_prologue() + "    axpby<float, 256, 4>(x, y, alpha, beta, n);\n}\n");
     CHECK(k.source() == k.kernel_source() + "\n\n" + k.entry_point_source());
     CHECK(k.kernel_source().find("__device__ __forceinline__ void axpby") != std::string::npos);
 }
@@ -26,7 +28,8 @@ TEST_CASE("tensor-map parameters stay in parameter space, launch bounds can prom
     const Kernel k(spec, "__device__ void tma(const kjit::TensorMap&, int) {}");
     CHECK(k.entry_point_source() ==
           "#include \"kjit/tensor_map.cuh\"\n\nextern \"C\" __global__ void __launch_bounds__(384, 1) "
-          "tma_entry_point(const __grid_constant__ kjit::TensorMap map, int n)\n{\n    tma(map, n);\n}\n");
+          "tma_entry_point(const __grid_constant__ kjit::TensorMap map, int n)\n{\n" +
+              detail::grid_dependency_prologue() + "    tma(map, n);\n}\n");
     CHECK(k.target(Arch(9, 0)) == Arch(9, 0, 'a'));
     CHECK(k.runs_on(Arch(9, 0)));
     CHECK_FALSE(k.runs_on(Arch(8, 0)));
@@ -56,7 +59,8 @@ TEST_CASE("a kernel without constants calls a plain function, no launch bounds w
     const Kernel k(KernelSpec{"plain", {}, {{"p", {Scalar::i32, true}}, {"n", {Scalar::u64}}}},
                    "__device__ void plain(int* p, unsigned long long n) {}");
     CHECK(k.entry_point_source() ==
-          "extern \"C\" __global__ void plain_entry_point(int* p, unsigned long long n)\n{\n    plain(p, n);\n}\n");
+          "extern \"C\" __global__ void plain_entry_point(int* p, unsigned long long n)\n{\n" +
+              detail::grid_dependency_prologue() + "    plain(p, n);\n}\n");
     CHECK(k.id() == "plain__i32");
 }
 

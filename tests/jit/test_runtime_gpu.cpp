@@ -320,6 +320,45 @@ TEST_CASE("a captured graph replays its launches") {
     check_affine(dy, x, y0, 3.0, 4.0);
 }
 
+TEST_CASE("chained launches see each other's writes: programmatic dependent launch on sm_90+, stream and graph") {
+    const auto device = Device::get(0);
+    Stream stream(device);
+    const Kernel k = test::axpby(Scalar::f32, 4);
+    const std::int64_t n = 1 << 22;  // ~4000 blocks: the next launch's blocks start while these drain
+    auto a = random_values<float>(n), b = random_values<float>(n);
+    DeviceBuffer da(device, n * 4), db(device, n * 4);
+    const Arg b_from_a[] = {da.as<float>(), db.as<float>(), 0.75f, -0.5f, n};
+    const Arg a_from_b[] = {db.as<float>(), da.as<float>(), -0.5f, 0.75f, n};
+    const LaunchConfig config{.grid = {static_cast<unsigned>(n / 1024)}, .block = {256}};
+    CHECK(Runtime::global().load(k, device).dependent_launch == (device.arch().number() >= 90));
+    constexpr int links = 100;  // each reads what the one before wrote
+    std::vector<double> ra(a.begin(), a.end()), rb(b.begin(), b.end());
+    for (int i = 0; i < links; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+            if (i % 2 == 0) rb[j] = 0.75 * ra[j] - 0.5 * rb[j];
+            else ra[j] = -0.5 * rb[j] + 0.75 * ra[j];
+        }
+    auto chain = [&] {
+        for (int i = 0; i < links; ++i) k.launch(stream, config, i % 2 == 0 ? b_from_a : a_from_b);
+    };
+    auto check_chain = [&](auto&& run) {
+        da.upload(std::span<const float>(a));
+        db.upload(std::span<const float>(b));
+        run();
+        stream.synchronize();
+        std::vector<float> out_a(n), out_b(n);
+        da.download(std::span<float>(out_a));
+        db.download(std::span<float>(out_b));
+        CHECK(relative_error(out_a, ra) <= 1e-5);
+        CHECK(relative_error(out_b, rb) <= 1e-5);
+    };
+    SUBCASE("on a stream") { check_chain(chain); }
+    SUBCASE("captured in one graph") {
+        const Graph graph = Graph::capture(stream, chain);
+        check_chain([&] { graph.launch(stream); });
+    }
+}
+
 TEST_CASE("events time work on a stream") {
     const auto device = Device::get(0);
     Stream stream(device);
