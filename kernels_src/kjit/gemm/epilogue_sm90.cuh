@@ -8,14 +8,34 @@
 
 namespace gemm::sm90 {
 
-/// v[n], v[n + 1] — channels past N read as 0 (their outputs are clipped by the store); one
-/// 8-byte load where the pair is aligned and whole.
-__device__ __forceinline__ float2 bn_pair(const float* v, int n, int N)
-{
-    if (n + 1 < N && (reinterpret_cast<unsigned long long>(v + n) & 7) == 0)
-        return *reinterpret_cast<const float2*>(v + n);
-    return {n < N ? v[n] : 0.0f, n + 1 < N ? v[n + 1] : 0.0f};
-}
+/// BN scale and shift of a thread's channel pairs (c, c + 1), c = 8j + 2t: every load issued
+/// before any is used, branch-free, so a tile pays their latency once. Channels past N read
+/// channel N - 1 (their outputs are clipped by the store); one 8-byte load per pair where every
+/// pair is aligned (the choice is uniform across the block).
+template <int BLOCK_N>
+struct ChannelPairs {
+    float2 scale[BLOCK_N / 8], shift[BLOCK_N / 8];
+
+    __device__ __forceinline__ ChannelPairs(const float* bn_scale, const float* bn_shift, int row0, int N, int t)
+    {
+        const auto address = [](const float* p) { return reinterpret_cast<unsigned long long>(p); };
+        if (N % 2 == 0 && ((address(bn_scale) | address(bn_shift)) & 7) == 0) {
+#pragma unroll
+            for (int j = 0; j < BLOCK_N / 8; ++j) {
+                const int n = min(row0 + 8 * j + 2 * t, N - 2);
+                scale[j] = __ldg(reinterpret_cast<const float2*>(bn_scale + n));
+                shift[j] = __ldg(reinterpret_cast<const float2*>(bn_shift + n));
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < BLOCK_N / 8; ++j) {
+                const int n0 = min(row0 + 8 * j + 2 * t, N - 1), n1 = min(n0 + 1, N - 1);
+                scale[j] = {__ldg(bn_scale + n0), __ldg(bn_scale + n1)};
+                shift[j] = {__ldg(bn_shift + n0), __ldg(bn_shift + n1)};
+            }
+        }
+    }
+};
 
 /// y[row0 + c][pixels of the consumer's boxes] = silu(scale·acc + shift). The boxes are reused
 /// tile after tile: the previous tile's stores must have read them first.
@@ -27,22 +47,22 @@ __device__ __forceinline__ void store_tile(const Accumulators<BLOCK_N>& acc,
 {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4, g = lane / 4, t = lane % 4;
     const bool leader = threadIdx.x % 128 == 0;
-    const int barrier = 1 + consumer;  // this warpgroup's named barrier
+    const int barrier = 1 + consumer;                                // this warpgroup's named barrier
+    const ChannelPairs<BLOCK_N> bn(bn_scale, bn_shift, row0, N, t);  // in flight across the wait below
     if (leader) kjit::tma_store_wait_read();
     kjit::named_barrier_sync(barrier, 128);
     const RowPixel pixels[2] = {row_pixel(warp, 0, g), row_pixel(warp, 1, g)};
     const unsigned box = shared.y(2 * consumer + pixels[0].box);  // both rows' pixels share it
 #pragma unroll
     for (int j = 0; j < BLOCK_N / 8; ++j) {
-        const int c = 8 * j + 2 * t, n = row0 + c;  // this thread's channels c, c + 1
-        const float2 scale = bn_pair(bn_scale, n, N), shift = bn_pair(bn_shift, n, N);
+        const int c = 8 * j + 2 * t;  // this thread's channels c, c + 1
 #pragma unroll
         for (int v0 = 0; v0 < 2; ++v0)
 #pragma unroll
             for (int v1 = 0; v1 < 2; ++v1)
-                kjit::store_shared(
-                    box + Columns::y_offset(c + v0, pixels[v1].pixel),
-                    kjit::bn_silu(acc[v0 + 2 * v1 + 4 * j], v0 ? scale.y : scale.x, v0 ? shift.y : shift.x));
+                kjit::store_shared(box + Columns::y_offset(c + v0, pixels[v1].pixel),
+                                   kjit::bn_silu(acc[v0 + 2 * v1 + 4 * j], v0 ? bn.scale[j].y : bn.scale[j].x,
+                                                 v0 ? bn.shift[j].y : bn.shift[j].x));
     }
     kjit::fence_proxy_async();  // the writes above, before TMA reads the boxes
     kjit::named_barrier_sync(barrier, 128);
