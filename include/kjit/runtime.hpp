@@ -41,7 +41,8 @@ struct LoadedKernel {
     CUfunc_st* function;
     std::shared_ptr<const CacheEntry> entry;
     /// Built for sm_90 or newer, so its entry point waits for the grid before it (griddepcontrol):
-    /// launched as a programmatic dependent, its blocks start while that grid drains.
+    /// launched as a programmatic dependent (clusters excepted), its blocks start while that grid
+    /// drains. Off for every kernel when KJIT_DEPENDENT_LAUNCH=0.
     bool dependent_launch;
     mutable std::atomic<unsigned> dynamic_shared_limit{48 * 1024};  // what the driver allows now
 };

@@ -2,10 +2,10 @@
 // and processes), load it on the device, remember it in the kernel's hot slot, check the launch
 // (launch_checks.cpp) and hand it to the driver: cuLaunchKernel, or cuLaunchKernelEx for clusters and
 // programmatic dependent launches.
-#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -37,6 +37,15 @@ std::atomic<std::uint64_t> next_runtime_id{1};
 /// How long a compile claim stands when its owner neither stores nor dies (e.g. it hangs, or
 /// runs on another host sharing the database): far longer than any compile.
 constexpr std::chrono::seconds claim_lifetime{600};
+
+/// KJIT_DEPENDENT_LAUNCH=0 launches every kernel plainly (tools that do not follow griddepcontrol).
+bool dependent_launches_allowed() {
+    static const bool allowed = [] {
+        const char* v = std::getenv("KJIT_DEPENDENT_LAUNCH");
+        return !(v && std::string_view(v) == "0");
+    }();
+    return allowed;
+}
 
 }  // namespace
 
@@ -189,24 +198,23 @@ struct Runtime::Impl {
         detail::check_launch(kernel, lk, device, config);
         device.make_current();
         const bool clustered = config.cluster.x * config.cluster.y * config.cluster.z != 1;
-        if (!clustered && !lk.dependent_launch) {
+        // Clusters launch plainly: on the H200, split-K clusters launched as dependents took up to
+        // 1.4x as long back to back (docs/BENCHMARKS.md), where persistent kernels gained 15%.
+        const bool dependent = lk.dependent_launch && !clustered;
+        if (!clustered && !dependent) {
             KJIT_CU(cuLaunchKernel, lk.function, config.grid.x, config.grid.y, config.grid.z, config.block.x,
                     config.block.y, config.block.z, config.shared_bytes, stream.handle(), args, nullptr);
             return;
         }
-        std::array<CUlaunchAttribute, 2> attributes{};
-        unsigned count = 0;
+        CUlaunchAttribute attribute{};
         if (clustered) {
-            CUlaunchAttribute& cluster = attributes[count++];
-            cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-            cluster.value.clusterDim.x = config.cluster.x;
-            cluster.value.clusterDim.y = config.cluster.y;
-            cluster.value.clusterDim.z = config.cluster.z;
-        }
-        if (lk.dependent_launch) {  // safe after any grid: the entry point waits for it to finish
-            CUlaunchAttribute& dependent = attributes[count++];
-            dependent.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-            dependent.value.programmaticStreamSerializationAllowed = 1;
+            attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            attribute.value.clusterDim.x = config.cluster.x;
+            attribute.value.clusterDim.y = config.cluster.y;
+            attribute.value.clusterDim.z = config.cluster.z;
+        } else {  // a dependent: safe after any grid, since the entry point waits for it to finish
+            attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attribute.value.programmaticStreamSerializationAllowed = 1;
         }
         CUlaunchConfig launch{};
         launch.gridDimX = config.grid.x;
@@ -217,8 +225,8 @@ struct Runtime::Impl {
         launch.blockDimZ = config.block.z;
         launch.sharedMemBytes = config.shared_bytes;
         launch.hStream = stream.handle();
-        launch.attrs = attributes.data();
-        launch.numAttrs = count;
+        launch.attrs = &attribute;
+        launch.numAttrs = 1;
         KJIT_CU(cuLaunchKernelEx, &launch, lk.function, args, nullptr);
     }
 };
@@ -228,7 +236,8 @@ LoadedKernel::LoadedKernel(Module loaded_module, CUfunc_st* entry_function,
     : module(std::move(loaded_module)),
       function(entry_function),
       entry(std::move(cache_entry)),
-      dependent_launch(Arch::parse(entry->arch).number() >= detail::grid_dependency_arch) {}
+      dependent_launch(Arch::parse(entry->arch).number() >= detail::grid_dependency_arch &&
+                       dependent_launches_allowed()) {}
 
 Runtime::Runtime(const std::filesystem::path& cache_directory) : impl_(std::make_unique<Impl>(cache_directory)) {}
 Runtime::~Runtime() = default;
