@@ -11,6 +11,10 @@ per-replay CUDA-event times, as kjit_conv_bench does, so Python and launch overh
 the comparison; once with one call per graph and once with 20 calls back to back (time / 20).
 
   conv_peers.py KJIT_JSONL [ITERATIONS] [--compile] [--max-autotune] [--triton]
+               [--max-autotune-rows "LAYER/BATCH;LAYER/BATCH…"]
+
+max-autotune compiles for minutes per layer; --max-autotune-rows runs it on the named rows only
+(each compiled for its static shape), e.g. "1x1 1024->256 @14/32;3x3 256->256 @14/32".
 """
 import json
 import sys
@@ -79,12 +83,20 @@ def layer_module(row):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    autotune_rows = None  # (layer, batch) pairs max-autotune runs on; None: every row with --max-autotune
+    argv = sys.argv[1:]
+    if "--max-autotune-rows" in argv:
+        i = argv.index("--max-autotune-rows")
+        autotune_rows = {(l.rsplit("/", 1)[0], int(l.rsplit("/", 1)[1])) for l in argv[i + 1].split(";") if l}
+        argv = argv[:i] + argv[i + 2:]
+    args = [a for a in argv if not a.startswith("--")]
     modes = {name: mode for flag, name, mode in (("--compile", "compiled", "default"),
                                                  ("--max-autotune", "autotuned", "max-autotune-no-cudagraphs"))
-             if flag in sys.argv}
+             if flag in argv or (name == "autotuned" and autotune_rows)}
     rows = [r for r in (json.loads(l) for l in open(args[0]) if l.startswith("{")) if "layer" in r]
     iterations = int(args[1]) if len(args) > 1 else 100
+    for layer, batch in sorted((autotune_rows or set()) - {(r["layer"], r["batch"]) for r in rows}):
+        print(f"conv_peers.py: --max-autotune-rows names {layer}/{batch}, which is not in {args[0]}", file=sys.stderr)
     out = {"ceilings": ceilings(), "torch": torch.__version__, "device": torch.cuda.get_device_name()}
     print(json.dumps(out), flush=True)
     triton_too = "--triton" in sys.argv
@@ -106,9 +118,16 @@ def main():
         variants = {"eager": lambda: module(x),
                     "folded": lambda: F.silu(F.conv2d(x, w, b, stride=row["stride"], padding=pad))}
         for name, mode in modes.items():
-            if (layer, name) not in compiled_modules:  # dynamic batch: one compile serves every batch
-                compiled_modules[layer, name] = torch.compile(module, dynamic=True, mode=mode)
-            variants[name] = lambda compiled=compiled_modules[layer, name]: compiled(x)
+            if name == "autotuned" and autotune_rows is not None:
+                if (row["layer"], row["batch"]) not in autotune_rows:
+                    continue
+                key = (layer, name, row["batch"])  # tuned for this row's static shape
+                dynamic = False
+            else:
+                key, dynamic = (layer, name), True  # dynamic batch: one compile serves every batch
+            if key not in compiled_modules:
+                compiled_modules[key] = torch.compile(module, dynamic=dynamic, mode=mode)
+            variants[name] = lambda compiled=compiled_modules[key]: compiled(x)
         if triton_too:
             raw_w, raw_scale = conv.weight.detach(), scale.detach()  # BN in the epilogue, as kjit does
             with torch.no_grad():
