@@ -163,6 +163,11 @@ struct KernelSpec {
     /// Set for a kernel built on arch-specific instructions (wgmma, setmaxnreg): the one target
     /// it compiles for (sm_90a), and so the only arch whose devices run it.
     std::optional<Arch> only_for = std::nullopt;
+    /// Set when the body, built for sm_90+, calls `kjit::wait_for_previous_grid()`
+    /// (kjit/ptx_sm90.cuh) itself before it touches memory another kernel may write: its setup
+    /// (barrier init, tables from its arguments) then overlaps the previous kernel's tail.
+    /// Unset, the entry point waits before the body starts.
+    bool waits_in_body = false;
 };
 
 /// A kernel ready to compile and launch. Cheap to copy (copies share the immutable state and

@@ -29,9 +29,11 @@ __device__ __forceinline__ void gemm_bn_silu(const Columns& columns, const kjit:
             kjit::mbarrier_init(shared.empty(s), 4 * G.consumers());  // one per consumer warp
         }
         kjit::fence_barrier_init();
+        kjit::prefetch_tensor_map(w_map);
     }
     columns.prepare(shared.policy());
     __syncthreads();
+    kjit::wait_for_previous_grid();  // the setup above reads only the arguments: it overlaps that grid
 
     const PersistentTiles tiles{tiles_m, kjit::ceil_div(N, BLOCK_N), GROUP_M};
     const int k_steps = kjit::ceil_div(K, G.block_k);
@@ -40,7 +42,6 @@ __device__ __forceinline__ void gemm_bn_silu(const Columns& columns, const kjit:
     if (role == 0) {
         if constexpr (G.consumers() > 1) kjit::setmaxnreg_dec<40>();
         if (threadIdx.x != 0) return;
-        kjit::prefetch_tensor_map(w_map);
         for (int pid = blockIdx.x; pid < tiles.count(); pid += gridDim.x) {
             const TileCoord t = tiles.at(pid);
             produce_tile(shared, columns, w_map, t.m, t.n * BLOCK_N, k_steps, pipe);

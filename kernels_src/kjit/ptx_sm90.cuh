@@ -96,6 +96,10 @@ __device__ __forceinline__ void prefetch_tensor_map(const TensorMap& map)
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(&map) : "memory");
 }
 
+/// Waits until the grid launched before this one has finished and its writes are visible (a
+/// no-op unless launched as a programmatic dependent). For kernels that `waits_in_body`.
+__device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
 // ---- warpgroups: registers moved between roles, barriers over a subset of warps ----
 
 /// Raises (INC) or lowers this warpgroup's registers per thread to REGISTERS.

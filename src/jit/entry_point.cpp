@@ -3,6 +3,7 @@
 #include "jit/entry_point.hpp"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <variant>
 
@@ -22,13 +23,16 @@ std::string constant_text(const Constant& c, bool for_cuda) {
         c.value);
 }
 
-const std::string& grid_dependency_prologue() {
-    static const std::string text = fmt::format(
-        "#if __CUDA_ARCH__ >= {}0\n"
-        "    asm volatile(\"griddepcontrol.wait;\\n\\tgriddepcontrol.launch_dependents;\" ::: \"memory\");\n"
-        "#endif\n",
-        grid_dependency_arch);
-    return text;
+const std::string& grid_dependency_prologue(bool waits_in_body) {
+    static const std::array<std::string, 2> text = [] {
+        auto prologue = [](const char* instructions) {
+            return fmt::format("#if __CUDA_ARCH__ >= {}0\n    asm volatile(\"{}\" ::: \"memory\");\n#endif\n",
+                               grid_dependency_arch, instructions);
+        };
+        return std::array{prologue("griddepcontrol.wait;\\n\\tgriddepcontrol.launch_dependents;"),
+                          prologue("griddepcontrol.launch_dependents;")};
+    }();
+    return text[waits_in_body];
 }
 
 namespace {
@@ -70,7 +74,7 @@ std::string entry_point_text(const KernelSpec& spec) {
                      : fmt::format("__launch_bounds__({}) ", spec.max_threads_per_block);
     return fmt::format("{}extern \"C\" __global__ void {}{}_entry_point({})\n{{\n{}    {}{}({});\n}}\n",
                        includes.empty() ? "" : includes + "\n", bounds, spec.name, fmt::join(params, ", "),
-                       grid_dependency_prologue(), spec.name,
+                       grid_dependency_prologue(spec.waits_in_body), spec.name,
                        targs.empty() ? "" : fmt::format("<{}>", fmt::join(targs, ", ")), fmt::join(names, ", "));
 }
 

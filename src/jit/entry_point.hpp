@@ -14,9 +14,10 @@ std::string constant_text(const Constant& c, bool for_cuda);
 inline constexpr int grid_dependency_arch = 90;
 
 /// What every entry point runs first. On sm_90+: wait until the grid before has finished and its
-/// writes are visible (a no-op unless launched as a dependent), then let the next grid's blocks
-/// launch: they take free SM slots and wait there, so a chain of kernels pays no launch gap.
-const std::string& grid_dependency_prologue();
+/// writes are visible (a no-op unless launched as a dependent; left to the body when it
+/// `waits_in_body`), then let the next grid's blocks launch: they take free SM slots and wait
+/// there, so a chain of kernels pays no launch gap.
+const std::string& grid_dependency_prologue(bool waits_in_body);
 
 /// `extern "C" __global__ void <name>_entry_point(<params>) { <prologue> <name><constants...>(<params>); }`,
 /// with __launch_bounds__ when the spec sets max_threads_per_block.

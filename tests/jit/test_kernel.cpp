@@ -16,7 +16,7 @@ TEST_CASE("entry point is generated from the signature and the constants") {
     CHECK(k.entry_point_source() ==
           "extern \"C\" __global__ void __launch_bounds__(256) axpby_entry_point(float* x, float* y, float alpha, "
           "float beta, long long n)\n{\n" +
-              detail::grid_dependency_prologue() + "    axpby<float, 256, 4>(x, y, alpha, beta, n);\n}\n");
+              detail::grid_dependency_prologue(false) + "    axpby<float, 256, 4>(x, y, alpha, beta, n);\n}\n");
     CHECK(k.source() == k.kernel_source() + "\n\n" + k.entry_point_source());
     CHECK(k.kernel_source().find("__device__ __forceinline__ void axpby") != std::string::npos);
 }
@@ -29,7 +29,7 @@ TEST_CASE("tensor-map parameters stay in parameter space, launch bounds can prom
     CHECK(k.entry_point_source() ==
           "#include \"kjit/tensor_map.cuh\"\n\nextern \"C\" __global__ void __launch_bounds__(384, 1) "
           "tma_entry_point(const __grid_constant__ kjit::TensorMap map, int n)\n{\n" +
-              detail::grid_dependency_prologue() + "    tma(map, n);\n}\n");
+              detail::grid_dependency_prologue(false) + "    tma(map, n);\n}\n");
     CHECK(k.target(Arch(9, 0)) == Arch(9, 0, 'a'));
     CHECK(k.runs_on(Arch(9, 0)));
     CHECK_FALSE(k.runs_on(Arch(8, 0)));
@@ -38,6 +38,20 @@ TEST_CASE("tensor-map parameters stay in parameter space, launch bounds can prom
     CHECK_THROWS_WITH_AS(Kernel(spec, ""), doctest::Contains("launch bounds need both"), UsageError);
     const KernelSpec pointer_to_map{"bad", {}, {{"map", {Scalar::tensor_map, true}}}};
     CHECK_THROWS_AS(Kernel(pointer_to_map, ""), UsageError);
+}
+
+TEST_CASE("a body that waits for the previous grid itself: the entry point only releases the next one") {
+    KernelSpec spec{"early", {}, {{"n", {Scalar::i32}}}};
+    spec.waits_in_body = true;
+    const Kernel k(spec, "__device__ void early(int) {}");
+    CHECK(k.entry_point_source() == "extern \"C\" __global__ void early_entry_point(int n)\n{\n" +
+                                        detail::grid_dependency_prologue(true) + "    early(n);\n}\n");
+    CHECK(detail::grid_dependency_prologue(true).find("griddepcontrol.launch_dependents;") != std::string::npos);
+    CHECK(detail::grid_dependency_prologue(true).find("griddepcontrol.wait") == std::string::npos);
+    CHECK(detail::grid_dependency_prologue(false).find("griddepcontrol.wait;") != std::string::npos);
+    spec.waits_in_body = false;
+    CHECK(Kernel(spec, "__device__ void early(int) {}").key(test::options_for("sm_90")) !=
+          k.key(test::options_for("sm_90")));  // a different entry point: a different cache entry
 }
 
 TEST_CASE("readable id joins name, pointer dtypes and constant values") {
@@ -60,7 +74,7 @@ TEST_CASE("a kernel without constants calls a plain function, no launch bounds w
                    "__device__ void plain(int* p, unsigned long long n) {}");
     CHECK(k.entry_point_source() ==
           "extern \"C\" __global__ void plain_entry_point(int* p, unsigned long long n)\n{\n" +
-              detail::grid_dependency_prologue() + "    plain(p, n);\n}\n");
+              detail::grid_dependency_prologue(false) + "    plain(p, n);\n}\n");
     CHECK(k.id() == "plain__i32");
 }
 

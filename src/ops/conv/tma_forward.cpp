@@ -241,6 +241,7 @@ Kernel tma_kernel(std::string name, std::vector<Param> signature, const Sm90Tile
                     t.threads()};
     spec.min_blocks_per_multiprocessor = 1;  // caps registers, so setmaxnreg can move them
     spec.only_for = Arch(9, 0, 'a');
+    spec.waits_in_body = true;  // gemm_sm90.cuh waits after its barrier and table setup
     return Kernel(std::move(spec));
 }
 

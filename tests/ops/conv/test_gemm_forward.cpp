@@ -236,6 +236,12 @@ TEST_CASE("the TMA kernels build for sm_90a only: TMA, wgmma and setmaxnreg, uns
                     throw UsageError(k.id() + ": two consumer warpgroups without setmaxnreg");
                 if (c.ptx.find("mma.sync") != std::string::npos)
                     throw UsageError(k.id() + ": mma.sync in the TMA kernel");
+                // It waits for the grid before once, after its barrier setup (which that grid's tail overlaps).
+                const auto init = c.ptx.find("mbarrier.init"), wait = c.ptx.find("griddepcontrol.wait");
+                if (wait == std::string::npos || wait < init ||
+                    c.ptx.find("griddepcontrol.wait", wait + 1) != std::string::npos ||
+                    c.ptx.find("griddepcontrol.launch_dependents") == std::string::npos)
+                    throw UsageError(k.id() + ": not one griddepcontrol.wait after mbarrier.init");
                 // ptxas says why it serialised wgmma under several codes (C7513: a wgmma input written
                 // while one is in flight, C7515: accumulators so written); C7508: setmaxnreg ignored.
                 for (const char* warning : {"wgmma.mma_async instructions are serialized", "C7508"})
