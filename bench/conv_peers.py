@@ -82,12 +82,26 @@ def layer_module(row):
     return nn.Sequential(conv, bn, nn.SiLU()).cuda().eval()
 
 
+def parse_rows(text):
+    """"LAYER/BATCH;…" as (layer, batch) pairs; exits naming the entry that is not one."""
+    rows = set()
+    for entry in filter(None, text.split(";")):
+        layer, _, batch = entry.rpartition("/")
+        if not layer or not batch.isdigit():
+            sys.exit(f'conv_peers.py: --max-autotune-rows entry "{entry}" is not LAYER/BATCH, '
+                     f'e.g. "1x1 1024->256 @14/32"')
+        rows.add((layer, int(batch)))
+    return rows
+
+
 def main():
     autotune_rows = None  # (layer, batch) pairs max-autotune runs on; None: every row with --max-autotune
     argv = sys.argv[1:]
     if "--max-autotune-rows" in argv:
         i = argv.index("--max-autotune-rows")
-        autotune_rows = {(l.rsplit("/", 1)[0], int(l.rsplit("/", 1)[1])) for l in argv[i + 1].split(";") if l}
+        if i + 1 == len(argv):
+            sys.exit('conv_peers.py: --max-autotune-rows needs "LAYER/BATCH;…"')
+        autotune_rows = parse_rows(argv[i + 1])
         argv = argv[:i] + argv[i + 2:]
     args = [a for a in argv if not a.startswith("--")]
     modes = {name: mode for flag, name, mode in (("--compile", "compiled", "default"),
@@ -99,7 +113,7 @@ def main():
         print(f"conv_peers.py: --max-autotune-rows names {layer}/{batch}, which is not in {args[0]}", file=sys.stderr)
     out = {"ceilings": ceilings(), "torch": torch.__version__, "device": torch.cuda.get_device_name()}
     print(json.dumps(out), flush=True)
-    triton_too = "--triton" in sys.argv
+    triton_too = "--triton" in argv
     if triton_too:
         import conv_triton  # bench/conv_triton.py, beside this script
     modules, compiled_modules = {}, {}  # compiled per (layer, variant)

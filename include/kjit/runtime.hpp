@@ -40,7 +40,8 @@ struct LoadedKernel {
     Module module;
     CUfunc_st* function;
     std::shared_ptr<const CacheEntry> entry;
-    /// Built for sm_90 or newer, so its entry point waits for the grid before it (griddepcontrol):
+    /// Built for sm_90 or newer, so it waits for the grid before it (griddepcontrol, in its entry
+    /// point or, with KernelSpec::waits_in_body, in its body):
     /// launched as a programmatic dependent (clusters excepted), its blocks start while that grid
     /// drains. Off for every kernel when KJIT_DEPENDENT_LAUNCH=0.
     bool dependent_launch;
