@@ -25,26 +25,29 @@ struct Columns {
         const int s = tile_m * (BLOCK_M / 32) + i, b = s / boxes_per_image;
         return {(s - b * boxes_per_image) * 32, b};
     }
-    // Boxes are whole 128-byte-swizzled rows: 32 of K × 32 pixels, pixel-major.
-    __device__ static constexpr unsigned x_box_bytes() { return kjit::Sm90Geometry::box * 32 * 4; }
-    /// A's elements of a tile: X[k][pixel] of a box.
-    struct Fragments {
-        __device__ static int step(int) { return 0; }
-        __device__ static int k_entry(int, int k) { return k; }
-        __device__ static float at(unsigned box, int k, int pixel)
-        {
-            return kjit::load_shared(box + gemm::sm90::swizzled(k, pixel));
-        }
-    };
-    __device__ static Fragments fragments(int, int, unsigned) { return {}; }
+    static constexpr bool gathers = false;  // TMA reads x and writes y
+    static constexpr auto y_store = gemm::sm90::YStore::tma;
+    __device__ static constexpr bool stores_by_tma() { return true; }
+    /// A's elements of a tile: boxes are whole 128-byte-swizzled rows, 32 of K × 32 pixels.
+    __device__ static gemm::sm90::PixelMajorFragments fragments(int, int, unsigned) { return {}; }
     __device__ static void prepare(unsigned) {}  // no shared memory of its own
     __device__ static unsigned y_offset(int channel, int pixel) { return gemm::sm90::swizzled(channel, pixel); }
 
-    __device__ __forceinline__ void load(unsigned dst, int tile_m, int i, int k0, unsigned bar) const
-    {
-        const Box p = box(tile_m, i);
-        kjit::tma_load(dst, x_map, p.m0, k0, p.b, bar);
-    }
+    /// A tile's X boxes, one TMA copy each per K step.
+    struct Loader {
+        const Columns& columns;
+        int tile_m;
+        __device__ static constexpr unsigned x_box_tx_bytes() { return kjit::Sm90Geometry::box * 32 * 4; }
+        __device__ __forceinline__ void load(unsigned dst, unsigned slot_bytes, int kt, unsigned bar) const
+        {
+#pragma unroll
+            for (int i = 0; i < BLOCK_M / 32; ++i) {
+                const Box p = columns.box(tile_m, i);
+                kjit::tma_load(dst + i * slot_bytes, columns.x_map, p.m0, 32 * kt, p.b, bar);
+            }
+        }
+    };
+    __device__ __forceinline__ Loader loader(int tile_m, unsigned) const { return {*this, tile_m}; }
     __device__ __forceinline__ void store(unsigned src, int tile_m, int i, int row0) const
     {
         const Box p = box(tile_m, i);

@@ -10,7 +10,9 @@
 // Each consumer thread finds its A elements in the patch by (channel, tap, pixel). Tensor maps:
 //   x_map {W, H, C_IN, B}, boxes patch_w × patch_h × box_channels × 1, dense;
 //   w_map {C_IN·KH·KW, C_OUT}, boxes 32 × BLOCK_N, 128-byte swizzled;
-//   y_map {OW, OH, C_OUT, B} with y's row stride, boxes BOX_W × 32/BOX_W × BLOCK_N × 1, dense.
+//   y_map {OW, OH, C_OUT, B} with y's row stride, boxes BOX_W × 32/BOX_W × BLOCK_N × 1, dense —
+//   or, where TMA cannot write y (OW or the row stride no multiple of 4: 14 × 14 outputs of a
+//   stride-2 layer), no map: the consumers store their boxes themselves, masked at the edges.
 // This file is the column policy: which patch and output box a tile's columns are.
 #include "kjit/divisor.cuh"
 #include "kjit/gemm_sm90.cuh"
@@ -25,6 +27,9 @@ template <int BLOCK_M>
 struct Columns {
     const kjit::TensorMap& x_map;
     const kjit::TensorMap& y_map;
+    float* y;
+    int B, C_OUT, OH, OW, y_row_stride;
+    bool y_by_tma;
     kjit::TapBox patch;
     int boxes_w, boxes_per_image, pad, box_w_log2;
     kjit::Divisor taps, kw, period;     // KH·KW, KW, the (channel, tap) table's steps
@@ -39,7 +44,9 @@ struct Columns {
         const int row = in_image / boxes_w;
         return {(in_image - row * boxes_w) * patch.box_w, row * patch.rows(), b};
     }
-    __device__ __forceinline__ unsigned x_box_bytes() const { return patch.bytes(); }
+    static constexpr bool gathers = false;                         // TMA reads x
+    static constexpr auto y_store = gemm::sm90::YStore::per_call;  // rows where TMA cannot write y
+    __device__ bool stores_by_tma() const { return y_by_tma; }
 
     /// Where box i's patch is loaded from: TMA starts a box only at a non-negative column on a
     /// 16-byte boundary, so the load starts at row max(ih, 0) and column max(iw, 0) rounded
@@ -106,16 +113,40 @@ struct Columns {
     /// Output boxes are dense: BLOCK_N channels × 32 pixels.
     __device__ static unsigned y_offset(int channel, int pixel) { return channel * 128 + pixel * 4; }
 
-    __device__ __forceinline__ void load(unsigned dst, int tile_m, int i, int k0, unsigned bar) const
-    {
-        const Box b = box(tile_m, i);
-        const Patch p = patch_of(b);
-        kjit::tma_load(dst, x_map, p.iw, p.ih, taps.div(k0), b.b, bar);
-    }
+    /// A tile's patches, one TMA copy per box and K step.
+    struct Loader {
+        const Columns& columns;
+        int tile_m;
+        __device__ __forceinline__ unsigned x_box_tx_bytes() const { return columns.patch.bytes(); }
+        __device__ __forceinline__ void load(unsigned dst, unsigned slot_bytes, int kt, unsigned bar) const
+        {
+#pragma unroll
+            for (int i = 0; i < BLOCK_M / 32; ++i) {
+                const Box b = columns.box(tile_m, i);
+                const Patch p = columns.patch_of(b);
+                kjit::tma_load(dst + i * slot_bytes, columns.x_map, p.iw, p.ih, columns.taps.div(32 * kt), b.b, bar);
+            }
+        }
+    };
+    __device__ __forceinline__ Loader loader(int tile_m, unsigned) const { return {*this, tile_m}; }
     __device__ __forceinline__ void store(unsigned src, int tile_m, int i, int row0) const
     {
         const Box p = box(tile_m, i);
         kjit::tma_store(y_map, src, p.ow0, p.oh0, row0, p.b);
+    }
+    /// Without a y map: each warp of the consumer warpgroup stores every fourth channel of the
+    /// box, its pixels' rows of BOX_W at a time, none past the image or the last one.
+    template <int BLOCK_N>
+    __device__ __forceinline__ void store_rows(unsigned src, int tile_m, int i, int row0, int N) const
+    {
+        const Box p = box(tile_m, i);
+        const int pixel = threadIdx.x % 32;
+        const int oh = p.oh0 + (pixel >> box_w_log2), ow = p.ow0 + (pixel & (patch.box_w - 1));
+        if (p.b >= B || oh >= OH || ow >= OW) return;
+        float* out = y + (1LL * p.b * C_OUT + row0) * y_row_stride + oh * OW + ow;
+#pragma unroll 4
+        for (int ch = threadIdx.x / 32 % 4; ch < BLOCK_N; ch += 4)
+            if (row0 + ch < N) out[1LL * ch * y_row_stride] = kjit::load_shared(src + y_offset(ch, pixel));
     }
 };
 
@@ -123,15 +154,23 @@ struct Columns {
 
 template <int BLOCK_M, int BLOCK_N, int STAGES, int GROUP_M>
 __device__ __forceinline__ void conv2d_bn_silu_tma_forward(const kjit::TensorMap& x_map, const kjit::TensorMap& w_map,
-                                                           const kjit::TensorMap& y_map, const float* bn_scale,
-                                                           const float* bn_shift, int B, int C_IN, int C_OUT, int OH,
-                                                           int OW, int KH, int KW, int stride, int pad, int box_w,
-                                                           int box_channels)
+                                                           const kjit::TensorMap& y_map, float* y,
+                                                           const float* bn_scale, const float* bn_shift, int B,
+                                                           int C_IN, int C_OUT, int OH, int OW, int KH, int KW,
+                                                           int stride, int pad, int box_w, int box_channels,
+                                                           int y_row_stride, int y_by_tma)
 {
     const kjit::TapBox patch{box_w, box_channels, KH, KW, stride};
     const int boxes_w = kjit::ceil_div(OW, box_w);
     const taps_sm90::Columns<BLOCK_M> columns{x_map,
                                               y_map,
+                                              y,
+                                              B,
+                                              C_OUT,
+                                              OH,
+                                              OW,
+                                              y_row_stride,
+                                              y_by_tma != 0,
                                               patch,
                                               boxes_w,
                                               kjit::ceil_div(OH, patch.rows()) * boxes_w,

@@ -156,10 +156,11 @@ public:
 /// What the Hopper conv ops share (sm_90a, 9.0 devices only): TMA loads through an mbarrier
 /// pipeline, TF32 wgmma, a producer and BLOCK_M/64 consumer warpgroups, a persistent grid of
 /// min(tiles, SMs) blocks, and an epilogue through shared memory with TMA stores. The tensor
-/// maps are built once per pointer set and shape and kept by the op. A layer TMA cannot take
-/// (conv2d_tma_unsupported_reason says why) is for the sm80 kernels; a call whose tensors TMA
-/// cannot reach (a misaligned pointer, a padded row stride that is no multiple of 4) runs on the
-/// sm80 kernel (tiles `fallback_tiles`) instead, on the same device.
+/// maps are built once per pointer set and shape and kept by the op. A layer TMA cannot box
+/// (conv2d_tma_unsupported_reason says why) is for the gathering op or the sm80 kernels; a call
+/// whose tensors TMA cannot reach (a misaligned pointer, a padded row stride that is no multiple
+/// of 4 — where the kernel does not store y itself) runs on the sm80 kernel (tiles
+/// `fallback_tiles`) instead, on the same device.
 class TmaConvOp : public Conv2dOp {
 public:
     /// The sm80 kernel's tiles for calls TMA cannot take.
@@ -167,6 +168,9 @@ public:
 
     ~TmaConvOp() override;
     [[nodiscard]] const Sm90Tiles& tiles() const noexcept { return tiles_; }
+    /// Whether the kernel gathers x and stores y itself (Conv2dBnSiluGatherTmaForward) rather
+    /// than through tensor maps.
+    [[nodiscard]] bool gathers() const noexcept { return gathers_; }
 
     /// This op, or its sm80 fallback where TMA cannot reach the call's tensors.
     [[nodiscard]] const RuntimeOp& op_for(const OpCall& call) const override;
@@ -182,12 +186,13 @@ protected:
     /// Throws UsageError for invalid tiles, a device that is not 9.0, or shared memory (the
     /// tiles' and `policy_bytes` more) over the device's limit.
     TmaConvOp(std::string kernel_name, std::vector<Param> signature, const Sm90Tiles& tiles, const Conv2dAttrs& attrs,
-              const DeviceTraits& device, unsigned policy_bytes = 0);
+              const DeviceTraits& device, unsigned policy_bytes = 0, bool gathers = false);
 
 private:
     class MapCache;
     Sm90Tiles tiles_;
     unsigned policy_bytes_;
+    bool gathers_;
     int multiprocessors_;
     std::unique_ptr<MapCache> maps_;
     std::unique_ptr<GemmConvOp> fallback_;
@@ -211,24 +216,50 @@ public:
 /// the TMA + wgmma path. W is read in place (K = C_IN·KH·KW per output channel); each K step's X
 /// box is the input patch of 32 output pixels — BOX_W along a row × 32/BOX_W rows, BOX_W chosen
 /// per shape — in the input channels the step's 32 k touch, one TMA copy whose zero fill is the
-/// padding. TMA needs W, OW and C_IN·KH·KW multiples of 4 and 16-byte aligned tensors.
+/// padding. TMA needs W and C_IN·KH·KW multiples of 4 and a 16-byte aligned x and weight; y
+/// goes through a tensor map where TMA can write it (OW and the row stride multiples of 4, y
+/// aligned), else the kernel stores it itself (y_by_tma = 0, y_map empty).
 class Conv2dBnSiluTmaForward final : public TmaConvOp {
 public:
     using KernelType = TypedKernel<param<"x_map", TensorMap>, param<"w_map", TensorMap>, param<"y_map", TensorMap>,
-                                   param<"bn_scale", float*>, param<"bn_shift", float*>, param<"B", std::int32_t>,
-                                   param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>, param<"OH", std::int32_t>,
-                                   param<"OW", std::int32_t>, param<"KH", std::int32_t>, param<"KW", std::int32_t>,
-                                   param<"stride", std::int32_t>, param<"pad", std::int32_t>,
-                                   param<"box_w", std::int32_t>, param<"box_channels", std::int32_t>>;
+                                   param<"y", float*>, param<"bn_scale", float*>, param<"bn_shift", float*>,
+                                   param<"B", std::int32_t>, param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>,
+                                   param<"OH", std::int32_t>, param<"OW", std::int32_t>, param<"KH", std::int32_t>,
+                                   param<"KW", std::int32_t>, param<"stride", std::int32_t>, param<"pad", std::int32_t>,
+                                   param<"box_w", std::int32_t>, param<"box_channels", std::int32_t>,
+                                   param<"y_row_stride", std::int32_t>, param<"y_by_tma", std::int32_t>>;
 
     /// Throws UsageError for invalid tiles, a device that is not 9.0, or attributes the kernel
     /// does not take (groups, dilation, unequal strides or paddings, more than 64 taps).
     Conv2dBnSiluTmaForward(const Sm90Tiles& tiles, const Conv2dAttrs& attrs, const DeviceTraits& device);
 };
 
-/// Why the Hopper kernels cannot take this layer on this device, in words ("" when they can).
+/// Conv2d (any kernel size up to 64 taps, 1×1 included; stride, padding; ungrouped, dilation 1)
+/// + BN + SiLU on Hopper for the layers TMA cannot box (kernels_src/conv2d_bn_silu_gather_tma_forward.cu):
+/// the implicit GEMM of Conv2dBnSiluTmaForward with X gathered by the producer warpgroup's
+/// 4-byte cp.async copies and y written by the consumers' own stores, so any image width and any
+/// 4-byte-aligned x and y go (7×7, 14×14, 10×10 images). W still arrives by TMA: C_IN·KH·KW a
+/// multiple of 4 and a 16-byte aligned weight.
+class Conv2dBnSiluGatherTmaForward final : public TmaConvOp {
+public:
+    using KernelType = TypedKernel<param<"x", float*>, param<"w_map", TensorMap>, param<"y", float*>,
+                                   param<"bn_scale", float*>, param<"bn_shift", float*>, param<"B", std::int32_t>,
+                                   param<"C_IN", std::int32_t>, param<"H", std::int32_t>, param<"W", std::int32_t>,
+                                   param<"C_OUT", std::int32_t>, param<"OH", std::int32_t>, param<"OW", std::int32_t>,
+                                   param<"KH", std::int32_t>, param<"KW", std::int32_t>, param<"stride", std::int32_t>,
+                                   param<"pad", std::int32_t>, param<"y_row_stride", std::int32_t>>;
+
+    /// Throws UsageError as Conv2dBnSiluTmaForward's constructor does.
+    Conv2dBnSiluGatherTmaForward(const Sm90Tiles& tiles, const Conv2dAttrs& attrs, const DeviceTraits& device);
+};
+
+/// Why the Hopper kernels that box x and y through tensor maps cannot take this layer on this
+/// device, in words ("" when they can).
 [[nodiscard]] std::string conv2d_tma_unsupported_reason(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                         const DeviceTraits& device);
+/// Why the gathering Hopper kernel cannot take this layer on this device ("" when it can).
+[[nodiscard]] std::string conv2d_gather_unsupported_reason(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                           const DeviceTraits& device);
 
 /// The arguments of the general conv kernels, in order; `Extra` ones follow.
 template <class... Extra>

@@ -3,8 +3,8 @@
 //   kjit/gemm/tile_scheduler.cuh  which tiles a persistent block computes, in L2-friendly order
 //   kjit/gemm/mainloop_sm90.cuh   the TMA producer and the wgmma consumers, an mbarrier pipeline
 //   kjit/gemm/epilogue_sm90.cuh   BN + SiLU through shared memory, TMA stores
-// Warpgroup 0 produces (one thread issues every copy; the warpgroup gives its registers to the
-// others), warpgroups 1… consume, 64 pixels of each tile apiece. While the consumers run a
+// Warpgroup 0 produces (one thread issues every TMA copy, or all of it gathers X; the warpgroup
+// gives registers to the others), warpgroups 1… consume, 64 pixels of each tile apiece. While the consumers run a
 // tile's epilogue the producer is already filling stages for the next tile.
 #pragma once
 #include "kjit/ceil_div.cuh"
@@ -25,8 +25,8 @@ __device__ __forceinline__ void gemm_bn_silu(const Columns& columns, const kjit:
     const Shared<BLOCK_M, BLOCK_N, STAGES> shared(dynamic_shared);
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            kjit::mbarrier_init(shared.full(s), 1);                   // the producer's expect_tx
-            kjit::mbarrier_init(shared.empty(s), 4 * G.consumers());  // one per consumer warp
+            kjit::mbarrier_init(shared.full(s), full_arrivals<Columns>);  // expect_tx (+ gathers)
+            kjit::mbarrier_init(shared.empty(s), 4 * G.consumers());      // one per consumer warp
         }
         kjit::fence_barrier_init();
         kjit::prefetch_tensor_map(w_map);
@@ -39,15 +39,17 @@ __device__ __forceinline__ void gemm_bn_silu(const Columns& columns, const kjit:
     const int k_steps = kjit::ceil_div(K, G.block_k);
     PipelineState<STAGES> pipe;
     const int role = threadIdx.x / 128;
+    // A gathering producer computes addresses: it keeps more registers than one issuing TMA.
+    constexpr bool gathers = Columns::gathers;
     if (role == 0) {
-        if constexpr (G.consumers() > 1) kjit::setmaxnreg_dec<40>();
-        if (threadIdx.x != 0) return;
+        if constexpr (G.consumers() > 1) kjit::setmaxnreg_dec<gathers ? 56 : 40>();
+        if (threadIdx.x >= producer_threads<Columns>) return;
         for (int pid = blockIdx.x; pid < tiles.count(); pid += gridDim.x) {
             const TileCoord t = tiles.at(pid);
             produce_tile(shared, columns, w_map, t.m, t.n * BLOCK_N, k_steps, pipe);
         }
     } else {
-        if constexpr (G.consumers() > 1) kjit::setmaxnreg_inc<232>();
+        if constexpr (G.consumers() > 1) kjit::setmaxnreg_inc<gathers ? 224 : 232>();
         const int consumer = role - 1;
         Accumulators<BLOCK_N> acc;
         for (int pid = blockIdx.x; pid < tiles.count(); pid += gridDim.x) {

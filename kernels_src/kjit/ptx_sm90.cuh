@@ -42,6 +42,13 @@ __device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity)
         : "memory");
 }
 
+/// One arrival on `bar`, made once every cp.async this thread issued before it has landed (the
+/// barrier's expected arrivals count it: .noinc).
+__device__ __forceinline__ void copy_async_arrive(unsigned bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
 // ---- TMA: tiles between global memory (through a tensor map) and shared memory ----
 
 /// Loads the box at coordinates (c0, c1) — innermost first — into `dst`, completing on `bar`.

@@ -53,6 +53,13 @@ std::vector<Kernel> tma_implicit_gemm_configurations() {
     return kernels;
 }
 
+std::vector<Kernel> gather_configurations() {
+    std::vector<Kernel> kernels;
+    for (const auto& t : Sm90Tiles::configurations())
+        kernels.push_back(Conv2dBnSiluGatherTmaForward(t, three_by_three, hopper).kernel());
+    return kernels;
+}
+
 std::vector<Kernel> implicit_gemm_configurations() {
     std::vector<Kernel> kernels;
     for (const auto& t : GemmTiles::configurations())
@@ -83,6 +90,9 @@ const KernelFamily families[] = {
      implicit_gemm_configurations},
     {"conv2d_bn_silu_tma_forward", "the same on Hopper: TMA patch boxes + wgmma, warp-specialised (sm_90a only)",
      tma_implicit_gemm_configurations},
+    {"conv2d_bn_silu_gather_tma_forward",
+     "the same for images TMA cannot box (7x7, 14x14): x gathered by cp.async, W by TMA, + wgmma (sm_90a only)",
+     gather_configurations},
     {"conv2d_bn_silu_direct_forward", "Conv2d + BatchNorm + SiLU computed directly in fp32 (depthwise, narrow groups)",
      direct_configurations},
     {"add", "y = a + b (residual connections)", single_configuration<AddOp>},

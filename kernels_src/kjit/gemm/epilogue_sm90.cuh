@@ -1,12 +1,17 @@
 // The sm90 epilogue: BN + SiLU on a consumer warpgroup's accumulators, written through its two
 // output boxes (BLOCK_N channels × 32 pixels each, laid out as the Columns policy's y map wants)
-// and stored by TMA, which clips at the tensor's edges — nothing outside y's valid region is
-// written.
+// and stored by TMA, which clips at the tensor's edges, or by the warpgroup's own coalesced
+// stores, masked there — nothing outside y's valid region is written.
 #pragma once
 #include "kjit/bn_silu.cuh"
 #include "kjit/gemm/mainloop_sm90.cuh"
 
 namespace gemm::sm90 {
+
+/// How a Columns policy's output boxes reach y (its `y_store`): TMA stores through a y map,
+/// the consumers' own stores (Columns::store_rows), or either, chosen per call
+/// (Columns::stores_by_tma()).
+enum class YStore { tma, rows, per_call };
 
 /// BN scale and shift of a thread's channel pairs (c, c + 1), c = 8j + 2t: every load issued
 /// before any is used, branch-free, so a tile pays their latency once. Channels past N read
@@ -37,8 +42,10 @@ struct ChannelPairs {
     }
 };
 
-/// y[row0 + c][pixels of the consumer's boxes] = silu(scale·acc + shift). The boxes are reused
-/// tile after tile: the previous tile's stores must have read them first.
+/// y[row0 + c][pixels of the consumer's boxes] = silu(scale·acc + shift), staged through the
+/// consumer's two output boxes, which are reused tile after tile: the previous tile's stores
+/// must have read them first. TMA stores the boxes (Columns::store, one thread), or, where the
+/// policy says TMA cannot, every thread of the warpgroup stores its share (Columns::store_rows).
 template <int BLOCK_M, int BLOCK_N, int STAGES, class Columns>
 __device__ __forceinline__ void store_tile(const Accumulators<BLOCK_N>& acc,
                                            const Shared<BLOCK_M, BLOCK_N, STAGES>& shared, const Columns& columns,
@@ -49,7 +56,8 @@ __device__ __forceinline__ void store_tile(const Accumulators<BLOCK_N>& acc,
     const bool leader = threadIdx.x % 128 == 0;
     const int barrier = 1 + consumer;                                // this warpgroup's named barrier
     const ChannelPairs<BLOCK_N> bn(bn_scale, bn_shift, row0, N, t);  // in flight across the wait below
-    if (leader) kjit::tma_store_wait_read();
+    const bool by_tma = columns.stores_by_tma();                     // uniform over the grid
+    if (by_tma && leader) kjit::tma_store_wait_read();
     kjit::named_barrier_sync(barrier, 128);
     const RowPixel pixels[2] = {row_pixel(warp, 0, g), row_pixel(warp, 1, g)};
     const unsigned box = shared.y(2 * consumer + pixels[0].box);  // both rows' pixels share it
@@ -64,12 +72,24 @@ __device__ __forceinline__ void store_tile(const Accumulators<BLOCK_N>& acc,
                                    kjit::bn_silu(acc[v0 + 2 * v1 + 4 * j], v0 ? bn.scale[j].y : bn.scale[j].x,
                                                  v0 ? bn.shift[j].y : bn.shift[j].x));
     }
-    kjit::fence_proxy_async();  // the writes above, before TMA reads the boxes
-    kjit::named_barrier_sync(barrier, 128);
-    if (leader) {
+    if constexpr (Columns::y_store != YStore::tma) {
+        if (!by_tma) {
+            kjit::named_barrier_sync(barrier, 128);
 #pragma unroll
-        for (int box = 0; box < 2; ++box) columns.store(shared.y(2 * consumer + box), tile_m, 2 * consumer + box, row0);
-        kjit::tma_store_commit();
+            for (int box = 0; box < 2; ++box)
+                columns.template store_rows<BLOCK_N>(shared.y(2 * consumer + box), tile_m, 2 * consumer + box, row0, N);
+            return;
+        }
+    }
+    if constexpr (Columns::y_store != YStore::rows) {
+        kjit::fence_proxy_async();  // the writes above, before TMA reads the boxes
+        kjit::named_barrier_sync(barrier, 128);
+        if (leader) {
+#pragma unroll
+            for (int box = 0; box < 2; ++box)
+                columns.store(shared.y(2 * consumer + box), tile_m, 2 * consumer + box, row0);
+            kjit::tma_store_commit();
+        }
     }
 }
 

@@ -68,25 +68,46 @@ struct PipelineState {
     }
 };
 
+/// Which of the producer warpgroup's threads feed the pipeline: one issues every TMA copy, or
+/// all 128 gather X (Columns::gathers) while the first also issues W's copy.
+template <class Columns>
+constexpr int producer_threads = Columns::gathers ? 128 : 1;
+
+/// Arrivals that complete a stage's "full" barrier: the W copy's expect_tx, and one per gathering
+/// thread, made when its copies have landed.
+template <class Columns>
+constexpr unsigned full_arrivals = 1 + (Columns::gathers ? producer_threads<Columns> : 0);
+
 /// The producer's side: for each K step, wait until the consumers released the stage, then
-/// have TMA fill it — W's box, and the X boxes the Columns policy names — and count its bytes
-/// (what TMA will write: the whole boxes, zero-filled where they leave the tensor).
+/// fill it — W's box by TMA, X as the Columns policy's loader says (TMA boxes, counted in the
+/// expected bytes: the whole boxes, zero-filled where they leave the tensor; or gathered copies
+/// that arrive on the barrier themselves).
 template <int BLOCK_M, int BLOCK_N, int STAGES, class Columns>
 __device__ __forceinline__ void produce_tile(const Shared<BLOCK_M, BLOCK_N, STAGES>& shared, const Columns& columns,
                                              const kjit::TensorMap& w_map, int tile_m, int row0, int k_steps,
                                              PipelineState<STAGES>& pipe)
 {
     constexpr Geometry G{BLOCK_M, BLOCK_N, STAGES};
+    const auto loader = columns.loader(tile_m, shared.policy());
     for (int kt = 0; kt < k_steps; ++kt, pipe.advance()) {
         kjit::mbarrier_wait(shared.empty(pipe.stage), pipe.phase ^ 1);  // a fresh barrier's "previous" phase is done
         const unsigned full = shared.full(pipe.stage);
-        kjit::mbarrier_arrive_expect_tx(full, G.w_bytes() + BLOCK_M / G.box * columns.x_box_bytes());
-        kjit::tma_load(shared.w(pipe.stage), w_map, kt * G.block_k, row0, full);
-#pragma unroll
-        for (int box = 0; box < BLOCK_M / G.box; ++box)
-            columns.load(shared.x(pipe.stage, box), tile_m, box, kt * G.block_k, full);
+        if (threadIdx.x == 0) {
+            kjit::mbarrier_arrive_expect_tx(full, G.w_bytes() + BLOCK_M / G.box * loader.x_box_tx_bytes());
+            kjit::tma_load(shared.w(pipe.stage), w_map, kt * G.block_k, row0, full);
+        }
+        loader.load(shared.x(pipe.stage, 0), G.x_box_bytes(), kt, full);
+        if constexpr (Columns::gathers) kjit::copy_async_arrive(full);
     }
 }
+
+/// A's elements where X boxes are 128-byte-swizzled rows of 32 pixels, one per k of the step
+/// (the 1×1 kernel's TMA boxes, the gathered boxes): X[k][pixel] of a box.
+struct PixelMajorFragments {
+    __device__ static int step(int) { return 0; }
+    __device__ static int k_entry(int, int k) { return k; }
+    __device__ static float at(unsigned box, int k, int pixel) { return kjit::load_shared(box + swizzled(k, pixel)); }
+};
 
 /// One thread's accumulators in the wgmma layout: d[v0 + 2·v1 + 4·j] is row 16w + g + 8·v1
 /// (a pixel, row_pixel) and column 8·j + 2·t + v0 (a channel) of its warpgroup's 64 × BLOCK_N.

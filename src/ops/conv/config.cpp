@@ -47,10 +47,14 @@ std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2d
     std::unique_ptr<Conv2dOp> op;
     if (values.contains("TMA")) {
         require(take("TMA") == 1, "TMA takes the value 1 (the TMA + wgmma kernel); leave it out for the sm80 kernel");
-        if (auto why = conv2d_tma_unsupported_reason(a, s, device); !why.empty())
-            throw UsageError(fmt::format("configuration '{}': {}", config, why));
+        const int gather = take("GATHER", 0);
+        require(gather == 0 || gather == 1,
+                "GATHER takes the value 1 (x gathered, not boxed by TMA) or 0; {} is neither", gather);
+        const auto why = gather ? conv2d_gather_unsupported_reason(a, s, device)
+                                : conv2d_tma_unsupported_reason(a, s, device);
+        if (!why.empty()) throw UsageError(fmt::format("configuration '{}': {}", config, why));
         const Sm90Tiles t{take("BLOCK_M"), take("BLOCK_N"), take("STAGES"), take("GROUP_M", 8)};
-        op = detail::make_tma_conv(a, t, device);
+        op = detail::make_tma_conv(a, t, device, gather == 1);
     } else if (values.contains("BLOCK_OC")) {
         const int oc = take("BLOCK_OC"), ow = take("BLOCK_OW");
         op = std::make_unique<Conv2dBnSiluDirectForward>(oc, ow, a, s, device.max_shared_bytes);
@@ -70,8 +74,9 @@ std::string gemm_config(const GemmTiles& t, int split) {
     return fmt::format("BLOCK_M={} BLOCK_N={} BLOCK_K={} GROUP_M={} SPLIT_K={}", t.block_m, t.block_n, t.block_k,
                        t.group_m, split);
 }
-std::string tma_config(const Sm90Tiles& t) {
-    return fmt::format("TMA=1 BLOCK_M={} BLOCK_N={} STAGES={} GROUP_M={}", t.block_m, t.block_n, t.stages, t.group_m);
+std::string tma_config(const Sm90Tiles& t, bool gathers) {
+    return fmt::format("TMA=1 {}BLOCK_M={} BLOCK_N={} STAGES={} GROUP_M={}", gathers ? "GATHER=1 " : "", t.block_m,
+                       t.block_n, t.stages, t.group_m);
 }
 std::string direct_config(const DirectTiles& t) {
     return fmt::format("BLOCK_OC={} BLOCK_OW={}", t.block_oc, t.block_ow);
@@ -80,7 +85,7 @@ std::string direct_config(const DirectTiles& t) {
 
 std::string conv2d_bn_silu_config(const Conv2dOp& op) {
     if (const auto* g = dynamic_cast<const GemmConvOp*>(&op)) return gemm_config(g->tiles(), g->split_k());
-    if (const auto* t = dynamic_cast<const TmaConvOp*>(&op)) return tma_config(t->tiles());
+    if (const auto* t = dynamic_cast<const TmaConvOp*>(&op)) return tma_config(t->tiles(), t->gathers());
     return direct_config(dynamic_cast<const Conv2dBnSiluDirectForward&>(op).tiles());
 }
 
@@ -92,10 +97,13 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
         for (const auto& t : Conv2dBnSiluDirectForward::configurations()) list.push_back(direct_config(t));
         return list;
     }
-    if (conv2d_tma_unsupported_reason(a, s, device).empty())
-        for (const auto& t : Sm90Tiles::configurations())
-            if (t.shared_bytes() + detail::tma_policy_bytes(a) <= static_cast<unsigned>(device.max_shared_bytes))
-                list.push_back(tma_config(t));
+    for (const bool gathers : {false, true})
+        if ((gathers ? conv2d_gather_unsupported_reason(a, s, device) : conv2d_tma_unsupported_reason(a, s, device))
+                .empty())
+            for (const auto& t : Sm90Tiles::configurations())
+                if (t.shared_bytes() + detail::tma_policy_bytes(a, gathers) <=
+                    static_cast<unsigned>(device.max_shared_bytes))
+                    list.push_back(tma_config(t, gathers));
     const auto [oh, ow] = conv2d_output_size(a, s);
     const long long p = 1LL * s.batch * oh * ow;
     const int k = s.c_in / a.groups * a.kernel_h * a.kernel_w;

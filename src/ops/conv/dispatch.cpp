@@ -91,29 +91,40 @@ std::optional<GemmPick> best_sm80(const Conv2dAttrs& a, const Conv2dShape& s, in
 struct TmaPick {
     Sm90Tiles tiles;
     double cost;
+    bool gathers;
 };
 
 /// The Hopper kernel's cheapest tiles for a layer (each with the deepest pipeline that fits
-/// beside the implicit GEMM's tap table), or why the layer cannot take it.
+/// beside the implicit GEMM's tap table) — the kernel whose X and Y TMA boxes, or where TMA
+/// cannot box them (`why_not` then says why), the one that gathers X — or none, `why_not`
+/// saying why.
 std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device,
                                 std::string& why_not) {
     why_not = conv2d_tma_unsupported_reason(a, s, device);
-    if (!why_not.empty()) return std::nullopt;
+    const bool gathers = !why_not.empty();
+    if (gathers) {
+        if (auto why = conv2d_gather_unsupported_reason(a, s, device); !why.empty()) {
+            why_not = why;
+            return std::nullopt;
+        }
+    }
     const auto [oh, ow] = conv2d_output_size(a, s);
-    const long long boxes = detail::is_pointwise(a) ? s.batch * ceil_div(1LL * oh * ow, 32LL)
-                                                    : detail::tap_box(a, oh, ow)->boxes<long long>(s.batch, oh, ow);
+    const long long boxes = gathers                   ? ceil_div(1LL * s.batch * oh * ow, 32LL)
+                            : detail::is_pointwise(a) ? s.batch * ceil_div(1LL * oh * ow, 32LL)
+                                                      : detail::tap_box(a, oh, ow)->boxes<long long>(s.batch, oh, ow);
     const int k = s.c_in * a.kernel_h * a.kernel_w;
     // The implicit GEMM's X boxes cost more than the 1×1 kernel's: patches wider than their 32
-    // pixels, reads masked at the padding. Fitted on the H200 bench rows like the rest.
-    const double x_weight = detail::is_pointwise(a) ? 1.0 : 1.25;
-    const int table = static_cast<int>(detail::tma_policy_bytes(a));
+    // pixels, reads masked at the padding; gathered X more again (4-byte copies, each masked:
+    // 1.4-2.1× the boxed kernels' time where both run). Fitted on the H200 bench rows like the rest.
+    const double x_weight = gathers ? 2.0 : detail::is_pointwise(a) ? 1.0 : 1.25;
+    const int table = static_cast<int>(detail::tma_policy_bytes(a, gathers));
     std::optional<TmaPick> best;
     for (int m : {128, 64})
         for (int n : {128, 64}) {
             const Sm90Tiles t{m, n, Sm90Tiles::max_stages(m, n, device.max_shared_bytes - table), 8};
             if (t.stages < 3) continue;
             const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors, x_weight);
-            if (!best || cost < best->cost) best = TmaPick{t, cost};
+            if (!best || cost < best->cost) best = TmaPick{t, cost, gathers};
         }
     if (!best) why_not = "no TMA pipeline of 3 stages fits this device's shared memory";
     return best;
@@ -135,7 +146,7 @@ std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Co
         const auto sm80 = best_sm80(a, s, oh, ow, device);
         std::string why_not;
         if (const auto tma = best_tma(a, s, device, why_not); tma && (!sm80 || tma->cost <= sm80->cost))
-            return detail::make_tma_conv(a, tma->tiles, device);
+            return detail::make_tma_conv(a, tma->tiles, device, tma->gathers);
         require(sm80.has_value(), "no GEMM configuration fits this device's shared memory");
         return detail::make_gemm_conv(a, sm80->tiles, device.max_shared_bytes, sm80->split_k);
     }
@@ -156,13 +167,19 @@ std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& a, const Conv2dSha
     const std::string name = op->kernel_for_launch(0).name();
     if (name == "conv2d_bn_silu_gemm_tma_forward") return "the TMA + wgmma 1x1 kernel (sm_90a)";
     if (name == "conv2d_bn_silu_tma_forward") return "the TMA + wgmma implicit GEMM (sm_90a)";
+    if (name == "conv2d_bn_silu_gather_tma_forward")
+        return "the wgmma implicit GEMM with x gathered, W by TMA (sm_90a): " +
+               conv2d_tma_unsupported_reason(a, s, device);
     if (name == "conv2d_bn_silu_direct_forward")
         return "the direct kernel: each group's GEMM is too thin for tensor cores";
     const std::string mainloop = device.arch.number() >= 80 ? "the sm80 mainloop (cp.async + mma.sync)"
                                                             : "the FMA path";
     std::string why_not;
-    if (!best_tma(a, s, device, why_not)) return mainloop + ": " + why_not;
-    return mainloop + ": the cost model estimates it faster for this layer than the TMA kernel, which has no split-K";
+    const auto tma = best_tma(a, s, device, why_not);
+    if (!tma) return mainloop + ": " + why_not;
+    const std::string hopper = tma->gathers ? "the Hopper kernel that gathers x (TMA cannot box it: " + why_not + ")"
+                                            : "the TMA kernel";
+    return mainloop + ": the cost model estimates it faster for this layer than " + hopper + ", which has no split-K";
 }
 
 std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,

@@ -22,13 +22,14 @@ namespace kjit::detail {
 [[nodiscard]] std::unique_ptr<GemmConvOp> make_gemm_conv(const Conv2dAttrs& a, const GemmTiles& tiles,
                                                          int max_shared_bytes, int split_k);
 
-/// The Hopper 1×1 op for pointwise layers, else the Hopper implicit-GEMM op, with these tiles.
+/// The Hopper op with these tiles: the gathering one where `gathers`, else the 1×1 op for
+/// pointwise layers and the implicit-GEMM op for the rest.
 [[nodiscard]] std::unique_ptr<TmaConvOp> make_tma_conv(const Conv2dAttrs& a, const Sm90Tiles& tiles,
-                                                       const DeviceTraits& device);
+                                                       const DeviceTraits& device, bool gathers = false);
 
 /// Shared memory the Hopper op for this layer needs beyond its tiles': the implicit GEMM's tap
-/// table (none for pointwise layers). The deepest pipelines may not fit beside a large table.
-[[nodiscard]] unsigned tma_policy_bytes(const Conv2dAttrs& a);
+/// table (none for the pointwise TMA op). The deepest pipelines may not fit beside a large table.
+[[nodiscard]] unsigned tma_policy_bytes(const Conv2dAttrs& a, bool gathers = false);
 
 /// The Hopper implicit GEMM's X box for an oh × ow output: the box width whose boxes cover the
 /// fewest pixels (the widest among equals) and whose patch fits a 4 KB slot; none if none fits.

@@ -114,15 +114,17 @@ MapShape dense(std::initializer_list<u64> dims, u64 row, std::initializer_list<u
     return m;
 }
 
-/// What one call hands its kernel: x, w and y as tensor maps, then bn_scale, bn_shift and the
-/// kernel's ints. `why_not` says why TMA cannot take it ("" when it can).
+/// What one call hands its kernel: x, w and y as tensor maps (x and y as pointers where the
+/// kernel gathers: their maps are empty), then bn_scale, bn_shift and the kernel's ints.
+/// `why_not` says why TMA cannot take it ("" when it can).
 struct CallPlan {
     const void* x = nullptr;
     const void* w = nullptr;
-    const void* y = nullptr;
+    void* y = nullptr;
     MapShape x_map, w_map, y_map;
-    std::array<std::int32_t, 11> ints{};
+    std::array<std::int32_t, 13> ints{};
     std::size_t n_ints = 0;
+    bool y_pointer = false;  // the kernel takes y after y_map too (the implicit GEMM)
     std::string why_not;
 
     [[nodiscard]] bool same_maps(const CallPlan& o) const {
@@ -133,14 +135,20 @@ struct CallPlan {
 constexpr auto swizzle_128 = TensorMapSwizzle::bytes_128, unswizzled = TensorMapSwizzle::none;
 
 /// The maps and ints of a layer's call; pointers null when only the shapes matter.
-CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, const Conv2dShape& s, int oh, int ow, int y_row_stride) {
+CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv2dShape& s, int oh, int ow,
+              int y_row_stride) {
     CallPlan p;
     const u64 b = s.batch, cin = s.c_in, cout = s.c_out, bn = t.block_n;
     auto ints = [&p](std::initializer_list<std::int32_t> v) {
         std::copy(v.begin(), v.end(), p.ints.begin());
         p.n_ints = v.size();
     };
-    if (detail::is_pointwise(a)) {
+    if (gathers) {
+        const u64 k = cin * a.kernel_h * a.kernel_w;
+        p.w_map = dense({k, cout}, k, {32, u32(bn)}, swizzle_128);
+        ints({s.batch, s.c_in, s.height, s.width, s.c_out, oh, ow, a.kernel_h, a.kernel_w, a.stride_h, a.pad_h,
+              y_row_stride});
+    } else if (detail::is_pointwise(a)) {
         const u64 m = 1ULL * oh * ow;
         p.x_map = dense({m, cin, b}, m, {32, 32, 1}, swizzle_128);
         p.w_map = dense({cin, cout}, cin, {32, u32(bn)}, swizzle_128);
@@ -159,36 +167,46 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, const Conv2dShape& s, in
         p.x_map = dense({w, u64(s.height), cin, b}, w,
                         {u32(box->patch_w()), u32(box->patch_h()), u32(box->channels), 1}, unswizzled);
         p.w_map = dense({k, cout}, k, {32, u32(bn)}, swizzle_128);
-        p.y_map = dense({u64(ow), u64(oh), cout, b}, u64(ow), {u32(box->box_w), u32(box->rows()), u32(bn), 1},
-                        unswizzled);
-        p.y_map.strides[1] = 4ULL * y_row_stride;  // channel planes are y's rows
-        p.y_map.strides[2] = 4ULL * y_row_stride * cout;
-        ints(
-            {s.batch, s.c_in, s.c_out, oh, ow, a.kernel_h, a.kernel_w, a.stride_h, a.pad_h, box->box_w, box->channels});
+        if (ow % 4 == 0) {  // else the kernel stores y itself: TMA cannot write rows of OW floats
+            p.y_map = dense({u64(ow), u64(oh), cout, b}, u64(ow), {u32(box->box_w), u32(box->rows()), u32(bn), 1},
+                            unswizzled);
+            p.y_map.strides[1] = 4ULL * y_row_stride;  // channel planes are y's rows
+            p.y_map.strides[2] = 4ULL * y_row_stride * cout;
+        }
+        ints({s.batch, s.c_in, s.c_out, oh, ow, a.kernel_h, a.kernel_w, a.stride_h, a.pad_h, box->box_w, box->channels,
+              y_row_stride, ow % 4 == 0});
+        p.y_pointer = true;
     }
     return p;
 }
 
 /// The plan of a call, its pointers filled in and checked.
-CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, const OpCall& call) {
+CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const OpCall& call) {
     require(call.params.size() == 3, "conv2d_bn_silu takes 3 parameters (weight, bn_scale, bn_shift), {} given",
             call.params.size());
     CallPlan p;
-    if (detail::is_pointwise(a)) {
+    if (detail::is_pointwise(a) && !gathers) {
         const auto c = detail::resolve_pointwise_call(call);
         const int h = static_cast<int>(call.inputs[0].shape[2]), w = static_cast<int>(call.inputs[0].shape[3]);
-        p = plan(a, t, {c.batch, c.c_in, h, w, c.c_out}, h, w, c.y_row_stride);
+        p = plan(a, t, gathers, {c.batch, c.c_in, h, w, c.c_out}, h, w, c.y_row_stride);
     } else {
         const auto c = detail::resolve_conv_call(a, call);
-        p = plan(a, t, c.shape, c.oh, c.ow, call.output_row_stride);
+        p = plan(a, t, gathers, c.shape, c.oh, c.ow, call.output_row_stride);
     }
     p.x = detail::non_null(call.inputs[0].data, "input x");
     p.w = detail::non_null(call.params[0], "parameter weight");
     p.y = detail::non_null(call.output, "output y");
+    // The implicit GEMM stores y itself where TMA cannot write it through a map (a padded row
+    // stride, an unaligned y): its last int says which.
+    if (p.y_pointer && p.y_map.rank && !p.y_map.over(p.y).unsupported_reason().empty()) {
+        p.y_map = {};
+        p.ints[p.n_ints - 1] = 0;
+    }
     if (p.why_not.empty())
-        for (const auto& [map, base, what] :
-             {std::tuple{&p.x_map, p.x, "input x"}, {&p.w_map, p.w, "weight"}, {&p.y_map, p.y, "output y"}})
-            if (auto why = map->over(base).unsupported_reason(); !why.empty()) {
+        for (const auto& [map, base, what] : {std::tuple{&p.x_map, static_cast<const void*>(p.x), "input x"},
+                                              {&p.w_map, p.w, "weight"},
+                                              {&p.y_map, p.y, "output y"}})
+            if (auto why = map->rank ? map->over(base).unsupported_reason() : ""; !why.empty()) {
                 p.why_not = fmt::format("TMA cannot reach {} through a tensor map: {}", what, why);
                 break;
             }
@@ -197,8 +215,10 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, const OpCall& call) {
 
 struct Maps {
     CallPlan plan;
-    TensorMap x, w, y;
+    TensorMap x, w, y;  // x and y empty where the kernel gathers
 };
+
+TensorMap encode(const MapShape& m, const void* base) { return m.rank ? m.over(base).encode() : TensorMap{}; }
 
 }  // namespace
 
@@ -213,8 +233,8 @@ public:
         if (!p.why_not.empty())
             throw UsageError(p.why_not + "; run this layer with the sm80 kernel (a configuration without TMA=1)");
         if (maps_.size() == capacity) maps_.pop_front();
-        maps_.push_back(std::make_unique<Maps>(
-            Maps{p, p.x_map.over(p.x).encode(), p.w_map.over(p.w).encode(), p.y_map.over(p.y).encode()}));
+        maps_.push_back(
+            std::make_unique<Maps>(Maps{p, encode(p.x_map, p.x), encode(p.w_map, p.w), encode(p.y_map, p.y)}));
         return *maps_.back();
     }
 
@@ -258,10 +278,11 @@ std::string general_attrs_reason(const Conv2dAttrs& a) {
 }  // namespace
 
 TmaConvOp::TmaConvOp(std::string kernel_name, std::vector<Param> signature, const Sm90Tiles& tiles,
-                     const Conv2dAttrs& attrs, const DeviceTraits& device, unsigned policy_bytes)
+                     const Conv2dAttrs& attrs, const DeviceTraits& device, unsigned policy_bytes, bool gathers)
     : Conv2dOp(tma_kernel(std::move(kernel_name), std::move(signature), tiles, device), attrs),
       tiles_(tiles),
       policy_bytes_(policy_bytes),
+      gathers_(gathers),
       multiprocessors_(device.multiprocessors),
       maps_(std::make_unique<MapCache>()),
       fallback_(detail::make_gemm_conv(attrs, fallback_tiles, device.max_shared_bytes, 1)) {
@@ -274,7 +295,7 @@ TmaConvOp::TmaConvOp(std::string kernel_name, std::vector<Param> signature, cons
 TmaConvOp::~TmaConvOp() = default;
 
 const RuntimeOp& TmaConvOp::op_for(const OpCall& call) const {
-    if (const auto p = plan(attrs(), tiles_, call); !p.why_not.empty()) {
+    if (const auto p = plan(attrs(), tiles_, gathers_, call); !p.why_not.empty()) {
         detail::debug(fmt::format("{}: the sm80 kernel {} runs this call", p.why_not, fallback_->kernel().id()));
         return *fallback_;
     }
@@ -282,11 +303,14 @@ const RuntimeOp& TmaConvOp::op_for(const OpCall& call) const {
 }
 
 void TmaConvOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
-    const CallPlan p = plan(attrs(), tiles_, call);
+    const CallPlan p = plan(attrs(), tiles_, gathers_, call);
     const Maps& maps = maps_->get(p);
-    visitor.visit_tensor_map(maps.x);
+    if (gathers_) visitor.visit_ptr(const_cast<void*>(p.x));  // the kernel's `const float* x`
+    else visitor.visit_tensor_map(maps.x);
     visitor.visit_tensor_map(maps.w);
-    visitor.visit_tensor_map(maps.y);
+    if (gathers_) visitor.visit_ptr(p.y);
+    else visitor.visit_tensor_map(maps.y);
+    if (p.y_pointer) visitor.visit_ptr(p.y);
     visitor.visit_ptr(detail::non_null(call.params[1], "parameter bn_scale"));
     visitor.visit_ptr(detail::non_null(call.params[2], "parameter bn_shift"));
     for (std::size_t i = 0; i < p.n_ints; ++i) visitor.visit_i32(p.ints[i]);
@@ -296,7 +320,9 @@ Dims TmaConvOp::grid(ShapeView y) const {
     detail::check_rank4(y, "output y");
     const auto oh = static_cast<int>(y[2]), ow = static_cast<int>(y[3]);
     std::size_t boxes = y[0] * ceil_div<std::size_t>(y[2] * y[3], Sm90Geometry::box);
-    if (!detail::is_pointwise(attrs())) {
+    if (gathers_) {
+        boxes = ceil_div<std::size_t>(y[0] * y[2] * y[3], Sm90Geometry::box);  // columns run across images
+    } else if (!detail::is_pointwise(attrs())) {
         const auto box = detail::tap_box(attrs(), oh, ow);
         require(box.has_value(), "no TMA patch box fits a {}x{} output of this layer", oh, ow);
         boxes = box->boxes<std::size_t>(y[0], y[2], y[3]);
@@ -320,11 +346,18 @@ Conv2dBnSiluTmaForward::Conv2dBnSiluTmaForward(const Sm90Tiles& tiles, const Con
     : TmaConvOp("conv2d_bn_silu_tma_forward", KernelType::signature(), tiles, checked_general(attrs), device,
                 detail::tma_policy_bytes(attrs)) {}
 
-unsigned detail::tma_policy_bytes(const Conv2dAttrs& a) {
-    return is_pointwise(a) ? 0 : static_cast<unsigned>(TapTable{a.kernel_h * a.kernel_w}.bytes());
+Conv2dBnSiluGatherTmaForward::Conv2dBnSiluGatherTmaForward(const Sm90Tiles& tiles, const Conv2dAttrs& attrs,
+                                                           const DeviceTraits& device)
+    : TmaConvOp("conv2d_bn_silu_gather_tma_forward", KernelType::signature(), tiles, checked_general(attrs), device,
+                detail::tma_policy_bytes(attrs, true), true) {}
+
+unsigned detail::tma_policy_bytes(const Conv2dAttrs& a, bool gathers) {
+    return is_pointwise(a) && !gathers ? 0 : static_cast<unsigned>(TapTable{a.kernel_h * a.kernel_w}.bytes());
 }
 
-std::unique_ptr<TmaConvOp> detail::make_tma_conv(const Conv2dAttrs& a, const Sm90Tiles& t, const DeviceTraits& device) {
+std::unique_ptr<TmaConvOp> detail::make_tma_conv(const Conv2dAttrs& a, const Sm90Tiles& t, const DeviceTraits& device,
+                                                 bool gathers) {
+    if (gathers) return std::make_unique<Conv2dBnSiluGatherTmaForward>(t, a, device);
     if (is_pointwise(a)) return std::make_unique<Conv2dBnSiluGemmTmaForward>(t, device, a.bn_eps);
     return std::make_unique<Conv2dBnSiluTmaForward>(t, a, device);
 }
@@ -339,17 +372,29 @@ std::string conv2d_tma_unsupported_reason(const Conv2dAttrs& a, const Conv2dShap
         if (k % 4)
             return fmt::format("TMA needs C_IN*KH*KW a multiple of 4 (16-byte weight rows), this layer has {}", k);
         const auto [oh, ow] = conv2d_output_size(a, s);
-        if (ow % 4) return fmt::format("TMA needs OW a multiple of 4 (16-byte output rows), this layer has {}", ow);
-        const auto p = plan(a, Sm90Tiles{128, 128, 4, 8}, s, oh, ow, oh * ow);
+        const auto p = plan(a, Sm90Tiles{128, 128, 4, 8}, false, s, oh, ow, oh * ow);
         if (!p.why_not.empty()) return p.why_not;
         for (const auto* m : {&p.x_map, &p.w_map, &p.y_map})
-            if (auto why = m->over(nullptr).unsupported_reason(); !why.empty()) return "TMA: " + why;
+            if (auto why = m->rank ? m->over(nullptr).unsupported_reason() : ""; !why.empty()) return "TMA: " + why;
         return {};
     }
     if (s.height * s.width % 4)
         return fmt::format("TMA needs OH*OW a multiple of 4 (16-byte rows), this layer has {}", s.height * s.width);
     if (s.c_in % 4)
         return fmt::format("TMA needs C_IN a multiple of 4 (16-byte weight rows), this layer has {}", s.c_in);
+    return {};
+}
+
+std::string conv2d_gather_unsupported_reason(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device) {
+    if (!device.hopper()) return fmt::format("TMA + wgmma needs a 9.0 device, this is {}", device.arch.name());
+    if (auto why = general_attrs_reason(a); !why.empty()) return why;
+    const long long k = 1LL * s.c_in * a.kernel_h * a.kernel_w;
+    if (k % 4) return fmt::format("TMA needs C_IN*KH*KW a multiple of 4 (16-byte weight rows), this layer has {}", k);
+    const auto [oh, ow] = conv2d_output_size(a, s);
+    if (1LL * s.batch * oh * ow >= (1LL << 31) || 1LL * s.batch * s.c_in * s.height * s.width >= (1LL << 31))
+        return "the gathering kernel indexes x and its output pixels with 32-bit integers: this layer has 2^31 or more";
+    const auto p = plan(a, Sm90Tiles{128, 128, 4, 8}, true, s, oh, ow, oh * ow);
+    if (auto why = p.w_map.over(nullptr).unsupported_reason(); !why.empty()) return "TMA: " + why;
     return {};
 }
 

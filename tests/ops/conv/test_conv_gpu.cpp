@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -20,6 +21,7 @@ struct Case {
     Conv2dAttrs attrs;
     Conv2dShape shape;
     int row_padding = 0;  // y_row_stride = OH·OW + row_padding
+    int x_offset = 0;     // x starts this many floats into its buffer (off a 16-byte boundary)
 };
 
 /// Fresh random layer: inputs, weights ~ 1/√fan_in, and BN with non-trivial statistics.
@@ -66,11 +68,13 @@ Outcome run(const RuntimeOp& op, const Case& c, std::mt19937_64& rng, const Comp
         b.upload(std::span<const float>(v));
         return b;
     };
-    DeviceBuffer dx = upload(layer.x), dw = upload(layer.w), dscale = upload(layer.scale), dshift = upload(layer.shift),
-                 dy = upload(y);
+    std::vector<float> x_buffer(c.x_offset, 0.0f);
+    x_buffer.insert(x_buffer.end(), layer.x.begin(), layer.x.end());
+    DeviceBuffer dx = upload(x_buffer), dw = upload(layer.w), dscale = upload(layer.scale),
+                 dshift = upload(layer.shift), dy = upload(y);
     const Shape x_shape{std::size_t(s.batch), std::size_t(s.c_in), std::size_t(s.height), std::size_t(s.width)};
     const Shape y_shape{std::size_t(s.batch), std::size_t(s.c_out), std::size_t(oh), std::size_t(ow)};
-    const Tensor inputs[] = {{dx.as<float>(), x_shape}};
+    const Tensor inputs[] = {{dx.as<float>() + c.x_offset, x_shape}};
     void* const params[] = {dw.as<float>(), dscale.as<float>(), dshift.as<float>()};
     const OpCall call{inputs, params, dy.as<float>(), y_shape, static_cast<int>(stride)};
     if (options) op.forward(runtime, stream, call, *options);
@@ -247,19 +251,51 @@ TEST_CASE("dispatch runs real layer shapes end to end") {
     }
 }
 
-TEST_CASE("the TMA + wgmma implicit GEMM (sm_90a): every configuration on ragged 3x3, 5x5 and 7x7 layers") {
+namespace {
+
+const Conv2dAttrs k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+const Conv2dAttrs k3s2{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1};
+const Conv2dAttrs k5{.kernel_h = 5, .kernel_w = 5, .pad_h = 2, .pad_w = 2};
+const Conv2dAttrs k7s2{.kernel_h = 7, .kernel_w = 7, .stride_h = 2, .stride_w = 2, .pad_h = 3, .pad_w = 3};
+
+/// The device's traits where it is a 9.0 device (the Hopper kernels' sm_90a cubins load on no
+/// other), else none, the skip said.
+std::optional<DeviceTraits> hopper_or_skip() {
     const auto device = Device::get(0);
-    if (device.arch() != Arch(9, 0)) {
-        MESSAGE(
-            "the TMA + wgmma kernels run on 9.0 devices only (their sm_90a cubins load on no other): not on this "
-            "one");
-        return;
-    }
-    const auto traits = DeviceTraits::of(device);
-    const Conv2dAttrs k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
-    const Conv2dAttrs k3s2{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1};
-    const Conv2dAttrs k5{.kernel_h = 5, .kernel_w = 5, .pad_h = 2, .pad_w = 2};
-    const Conv2dAttrs k7s2{.kernel_h = 7, .kernel_w = 7, .stride_h = 2, .stride_w = 2, .pad_h = 3, .pad_w = 3};
+    if (device.arch() == Arch(9, 0)) return DeviceTraits::of(device);
+    MESSAGE("the TMA + wgmma kernels run on 9.0 devices only (their sm_90a cubins load on no other): not on this one");
+    return std::nullopt;
+}
+
+/// Every Hopper configuration of an implicit-GEMM op Op over `cases` against the reference. The
+/// deepest pipelines leave no room for a large kernel's tap table: its constructor says so.
+template <class Op>
+void check_every_configuration(const std::vector<Case>& cases, const DeviceTraits& traits) {
+    constexpr bool gathers = std::is_same_v<Op, Conv2dBnSiluGatherTmaForward>;
+    for (const auto& t : test::configurations_to_test(Sm90Tiles::configurations()))
+        for (const auto& c : cases) {
+            CAPTURE(c.name);
+            REQUIRE((gathers ? conv2d_gather_unsupported_reason(c.attrs, c.shape, traits)
+                             : conv2d_tma_unsupported_reason(c.attrs, c.shape, traits))
+                        .empty());
+            if (t.shared_bytes() + detail::tma_policy_bytes(c.attrs, gathers) >
+                static_cast<unsigned>(traits.max_shared_bytes)) {
+                CHECK_THROWS_WITH_AS(Op(t, c.attrs, traits), doctest::Contains("tap table need"), UsageError);
+                continue;
+            }
+            const Op op(t, c.attrs, traits);
+            CAPTURE(op.kernel().id());
+            const Outcome o = run(op, c, rng());
+            CAPTURE(o.error);
+            check(o, 2e-3);
+        }
+}
+
+}  // namespace
+
+TEST_CASE("the TMA + wgmma implicit GEMM (sm_90a): every configuration on ragged 3x3, 5x5 and 7x7 layers") {
+    const auto traits = hopper_or_skip();
+    if (!traits) return;
     // Every patch box width (32, 16, 8, 4 pixels), boxes inside the image (loads from columns
     // that are no 16-byte boundary) and past its edges, K steps spanning channels and a K tail,
     // channel counts no multiple of anything.
@@ -277,38 +313,25 @@ TEST_CASE("the TMA + wgmma implicit GEMM (sm_90a): every configuration on ragged
         {"3x3 s2 36 -> 255, 64x64 -> 32x32", k3s2, {1, 36, 64, 64, 255}},
         {"5x5 12 -> 200, 16x16", k5, {1, 12, 16, 16, 200}},
         {"7x7 s2 4 -> 64, 32x32 -> 16x16, B=2", k7s2, {2, 4, 32, 32, 64}},
+        // Outputs TMA cannot write (rows of OW floats, or padded rows, no multiple of 16 bytes):
+        // the kernel stores y itself.
+        {"3x3 s2 64 -> 48, 28x28 -> 14x14 (y stored by the kernel)", k3s2, {2, 64, 28, 28, 48}},
+        {"3x3 s2 16 -> 24, 20x20 -> 10x10, B=3 (y stored by the kernel)", k3s2, {3, 16, 20, 20, 24}},
+        {"3x3 s2 36 -> 255, 52x52 -> 26x26 (y stored by the kernel)", k3s2, {1, 36, 52, 52, 255}},
+        {"3x3 24 -> 40, 12x12, B=2, rows padded by 1 (y stored by the kernel)", k3, {2, 24, 12, 12, 40}, 1},
     };
-    for (const auto& t : test::configurations_to_test(Sm90Tiles::configurations()))
-        for (const auto& c : ragged) {
-            REQUIRE(conv2d_tma_unsupported_reason(c.attrs, c.shape, traits).empty());
-            if (t.shared_bytes() + detail::tma_policy_bytes(c.attrs) > static_cast<unsigned>(traits.max_shared_bytes)) {
-                // The deepest pipelines leave no room for a large kernel's tap table: said so.
-                CHECK_THROWS_WITH_AS(Conv2dBnSiluTmaForward(t, c.attrs, traits), doctest::Contains("tap table need"),
-                                     UsageError);
-                continue;
-            }
-            const Conv2dBnSiluTmaForward op(t, c.attrs, traits);
-            CAPTURE(op.kernel().id());
-            CAPTURE(c.name);
-            const Outcome o = run(op, c, rng());
-            CAPTURE(o.error);
-            check(o, 2e-3);
-        }
-    // Rows padded by 1 break TMA's stride rule: the sm80 implicit GEMM runs the call, as right.
-    const Conv2dBnSiluTmaForward op(Sm90Tiles::configurations().front(), k3, traits);
-    const Outcome fallback = run(op, {"3x3, rows padded by 1 (no TMA)", k3, {2, 24, 12, 12, 40}, 1}, rng());
+    check_every_configuration<Conv2dBnSiluTmaForward>(ragged, *traits);
+    // An x off a 16-byte boundary breaks TMA's rule: the sm80 implicit GEMM runs the call, as right.
+    const Conv2dBnSiluTmaForward op(Sm90Tiles::configurations().front(), k3, *traits);
+    const Outcome fallback = run(op, {"3x3, x off 16 bytes (no TMA)", k3, {2, 24, 12, 12, 40}, 0, 1}, rng());
     CAPTURE(fallback.error);
     check(fallback, 2e-3);
 }
 
 TEST_CASE("the TMA + wgmma 1x1 kernel (sm_90a): every configuration on ragged shapes, TMA-eligible ones") {
-    const auto device = Device::get(0);
-    if (device.arch() != Arch(9, 0)) {
-        MESSAGE(
-            "the TMA + wgmma kernel runs on 9.0 devices only (its sm_90a cubin loads on no other): not on this one");
-        return;
-    }
-    const auto traits = DeviceTraits::of(device);
+    const auto hopper = hopper_or_skip();
+    if (!hopper) return;
+    const DeviceTraits& traits = *hopper;
     // Pixel counts that are no multiple of a 32-pixel box or of a tile, channel counts that are
     // no multiple of a wgmma N or of K's 32, one-box images that tiles run across, batch 37.
     const std::vector<Case> ragged = {
@@ -339,4 +362,27 @@ TEST_CASE("the TMA + wgmma 1x1 kernel (sm_90a): every configuration on ragged sh
         CAPTURE(fallback.error);
         check(fallback, 2e-3);
     }
+}
+
+TEST_CASE("the wgmma implicit GEMM that gathers x (sm_90a): every configuration on the images TMA cannot box") {
+    const auto traits = hopper_or_skip();
+    if (!traits) return;
+    // Widths and pixel counts no multiple of 4 (what TMA cannot box), columns running across
+    // images, padded and odd row strides, x off a 16-byte boundary, K tails, M = 1, batch 37,
+    // channel counts no multiple of anything; and one layer TMA could take as well.
+    const std::vector<Case> ragged = {
+        {"3x3 24 -> 40, 14x14, B=2", k3, {2, 24, 14, 14, 40}},
+        {"3x3 256 -> 255, 7x7, B=3, rows padded by 1", k3, {3, 256, 7, 7, 255}, 1},
+        {"3x3 s2 64 -> 200, 28x28 -> 14x14", k3s2, {2, 64, 28, 28, 200}},
+        {"3x3 s2 36 -> 64, 13x13 -> 7x7, B=37", k3s2, {37, 36, 13, 13, 64}},
+        {"3x3 20 -> 1000, 10x10, x off 16 bytes", k3, {1, 20, 10, 10, 1000}, 0, 1},
+        {"5x5 12 -> 24, 11x9", k5, {1, 12, 11, 9, 24}},
+        {"7x7 s2 4 -> 64, 30x30 -> 15x15, B=2", k7s2, {2, 4, 30, 30, 64}},
+        {"1x1 2048 -> 512, 7x7, B=3", {}, {3, 2048, 7, 7, 512}},
+        {"1x1 40 -> 24, one pixel (M = 1)", {}, {1, 40, 1, 1, 24}},
+        {"1x1 1000 -> 130, 5x5, B=37, rows padded by 3", {}, {37, 1000, 5, 5, 130}, 3},
+        {"1x1 4 -> 17, 9x9, B=2, x off 8 bytes", {}, {2, 4, 9, 9, 17}, 0, 2},
+        {"3x3 64 -> 64, 56x56 (TMA could box it too)", k3, {1, 64, 56, 56, 64}},
+    };
+    check_every_configuration<Conv2dBnSiluGatherTmaForward>(ragged, *traits);
 }

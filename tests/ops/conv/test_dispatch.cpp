@@ -22,8 +22,11 @@ TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwi
     const Conv2dShape s{8, 64, 28, 28, 128};
     CHECK(kernel({}, s) == "conv2d_bn_silu_gemm_tma_forward");
     CHECK(dispatch_conv2d_bn_silu({}, s, a100)->kernel_for_launch(0).name() == "conv2d_bn_silu_gemm_forward");
-    CHECK(kernel({.stride_h = 2, .stride_w = 2}, s) == "conv2d_bn_silu_forward");
-    CHECK(kernel({.pad_h = 1, .pad_w = 1}, s) == "conv2d_bn_silu_forward");
+    // Strided or padded 1×1 layers are general convolutions: the gathering Hopper kernel's.
+    CHECK(kernel({.stride_h = 2, .stride_w = 2}, s) == "conv2d_bn_silu_gather_tma_forward");
+    CHECK(kernel({.pad_h = 1, .pad_w = 1}, s) == "conv2d_bn_silu_gather_tma_forward");
+    CHECK(dispatch_conv2d_bn_silu({.stride_h = 2, .stride_w = 2}, s, a100)->kernel_for_launch(0).name() ==
+          "conv2d_bn_silu_forward");
     CHECK(kernel({.groups = 2}, s) == "conv2d_bn_silu_forward");
     CHECK(kernel({.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, s) == "conv2d_bn_silu_tma_forward");
     CHECK(dispatch_conv2d_bn_silu({.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, s, a100)
@@ -59,13 +62,15 @@ TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwi
     const auto big = gemm({32, 256, 56, 56, 64});
     CHECK(small.block_m * small.block_n < big.block_m * big.block_n);
     // Deep layers with few tiles are split over K on devices with clusters, never elsewhere.
+    // (A Hopper pick has no split-K: 0.)
     auto split_of = [&](const Conv2dShape& shape, const DeviceTraits& d) {
         auto op = dispatch_conv2d_bn_silu({}, shape, d);
-        return dynamic_cast<Conv2dBnSiluGemmForward*>(op.get())->split_k();
+        const auto* g = dynamic_cast<Conv2dBnSiluGemmForward*>(op.get());
+        return g ? g->split_k() : 0;
     };
     CHECK(split_of({1, 2048, 7, 7, 512}, h200) > 1);
     CHECK(split_of({1, 2048, 7, 7, 512}, a100) == 1);
-    CHECK(split_of({32, 64, 7, 7, 256}, h200) == 1);
+    CHECK(split_of({32, 64, 7, 7, 256}, h200) <= 1);
     // A device with little shared memory only gets configurations that fit it: too little for a
     // 3-stage TMA pipeline means the sm80 kernel.
     const auto tight = dispatch_conv2d_bn_silu({}, {32, 256, 56, 56, 256}, {132, 48 * 1024, Arch(9, 0)});
@@ -151,8 +156,8 @@ TEST_CASE("the Hopper implicit GEMM: the layers TMA takes, its patch boxes, its 
     CHECK(reason(k3s2, {8, 16, 160, 160, 32}).empty());  // OW = 80
     CHECK(reason(k7s2, {1, 4, 224, 224, 64}).empty());   // OW = 112, K = 196
     CHECK(reason(k3, {8, 64, 14, 14, 64}).find("W a multiple of 4") != std::string::npos);
-    CHECK(reason(k3s2, {8, 64, 20, 20, 64}).find("OW a multiple of 4") != std::string::npos);  // OW = 10
-    CHECK(reason(k3s2, {1, 3, 320, 320, 16}).find("C_IN*KH*KW") != std::string::npos);         // K = 27
+    CHECK(reason(k3s2, {8, 64, 20, 20, 64}).empty());  // OW = 10: the kernel stores y itself
+    CHECK(reason(k3s2, {1, 3, 320, 320, 16}).find("C_IN*KH*KW") != std::string::npos);  // K = 27
     CHECK(reason({.kernel_h = 9, .kernel_w = 9, .pad_h = 4, .pad_w = 4}, {1, 8, 32, 32, 8}).find("at most 64") !=
           std::string::npos);
     CHECK(reason({.kernel_h = 3, .kernel_w = 3, .stride_h = 4, .stride_w = 4, .pad_h = 1, .pad_w = 1},
@@ -186,11 +191,90 @@ TEST_CASE("the Hopper implicit GEMM: the layers TMA takes, its patch boxes, its 
     CHECK(conv2d_bn_silu_config(*made) == "TMA=1 BLOCK_M=64 BLOCK_N=128 STAGES=4 GROUP_M=8");
     const auto candidates = conv2d_bn_silu_candidates(k3, {8, 64, 28, 28, 64}, h200);
     CHECK(std::count_if(candidates.begin(), candidates.end(), [](const std::string& c) {
-              return c.starts_with("TMA=1");
+              return c.starts_with("TMA=1") && c.find("GATHER") == std::string::npos;
           }) == static_cast<long>(Sm90Tiles::configurations().size()));
     CHECK(error_of([&] {
               (void)make_conv2d_bn_silu(k3, {8, 64, 14, 14, 64}, "TMA=1 BLOCK_M=64 BLOCK_N=128 STAGES=4", h200);
           }).find("W a multiple of 4") != std::string::npos);
+}
+
+TEST_CASE("the gathering Hopper kernel: layers TMA cannot box, its grid, its configuration, dispatch and fallback") {
+    const DeviceTraits h200{132, 232448, Arch(9, 0)};
+    const Conv2dAttrs k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+    const Conv2dAttrs k3s2{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1};
+    auto reason = [&](const Conv2dAttrs& a, const Conv2dShape& s) {
+        return conv2d_gather_unsupported_reason(a, s, h200);
+    };
+    CHECK(reason(k3, {8, 64, 14, 14, 64}).empty());                                     // W = 14: TMA cannot box it
+    CHECK(reason(k3s2, {8, 64, 20, 20, 64}).empty());                                   // OW = 10
+    CHECK(reason({}, {8, 2048, 7, 7, 512}).empty());                                    // 1×1 over 49 pixels
+    CHECK(reason(k3, {8, 64, 56, 56, 64}).empty());                                     // and what TMA can box
+    CHECK(reason(k3s2, {1, 3, 320, 320, 16}).find("C_IN*KH*KW") != std::string::npos);  // K = 27: W's rows
+    CHECK(reason({}, {8, 30, 7, 7, 64}).find("C_IN*KH*KW") != std::string::npos);
+    CHECK(reason({.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 2}, {8, 64, 14, 14, 64})
+              .find("ungrouped") != std::string::npos);
+    CHECK(conv2d_gather_unsupported_reason(k3, {8, 64, 14, 14, 64}, {108, 166912, Arch(8, 0)}).find("9.0") !=
+          std::string::npos);
+    CHECK(reason({}, {4096, 512, 1024, 1024, 8}).find("32-bit") != std::string::npos);
+
+    // Columns run across images in boxes of 32: 3 images of 7×7 are 147 pixels, 5 boxes, 2
+    // column tiles of 4 boxes, × 2 row tiles of 128 channels.
+    const Conv2dBnSiluGatherTmaForward op({128, 128, 4, 8}, k3, h200);
+    const std::size_t three[] = {3, 256, 7, 7}, many[] = {32, 512, 14, 14};
+    CHECK(op.grid(three)[0] == 4);
+    CHECK(op.grid(many)[0] == 132);
+    CHECK(op.gathers());
+    CHECK(op.kernel().entry_point_source().find("float* x, const __grid_constant__ kjit::TensorMap w_map, float* y") !=
+          std::string::npos);
+
+    // Configuration text: GATHER=1 names it, and only layers it takes get it.
+    CHECK(conv2d_bn_silu_config(op) == "TMA=1 GATHER=1 BLOCK_M=128 BLOCK_N=128 STAGES=4 GROUP_M=8");
+    const auto made = make_conv2d_bn_silu(k3, {8, 64, 14, 14, 64}, conv2d_bn_silu_config(op), h200);
+    CHECK(made->kernel_for_launch(0).id() == op.kernel().id());
+    CHECK(
+        error_of([&] {
+            (void)make_conv2d_bn_silu(k3, {8, 64, 14, 14, 64}, "TMA=1 GATHER=2 BLOCK_M=128 BLOCK_N=128 STAGES=4", h200);
+        }).find("GATHER takes the value 1") != std::string::npos);
+    CHECK(error_of([&] {
+              (void)make_conv2d_bn_silu({}, {8, 30, 7, 7, 64}, "TMA=1 GATHER=1 BLOCK_M=128 BLOCK_N=128 STAGES=4", h200);
+          }).find("C_IN*KH*KW") != std::string::npos);
+    // `kjit tune` times it wherever it runs: beside the boxed kernel, or alone of the Hopper ones.
+    auto hopper_candidates = [&](const Conv2dAttrs& a, const Conv2dShape& s, bool gathered) {
+        const auto list = conv2d_bn_silu_candidates(a, s, h200);
+        return std::count_if(list.begin(), list.end(), [&](const std::string& c) {
+            return c.starts_with("TMA=1") && (c.find("GATHER=1") != std::string::npos) == gathered;
+        });
+    };
+    const auto all = static_cast<long>(Sm90Tiles::configurations().size());
+    CHECK(hopper_candidates(k3, {8, 64, 14, 14, 64}, true) == all);
+    CHECK(hopper_candidates(k3, {8, 64, 14, 14, 64}, false) == 0);
+    CHECK(hopper_candidates(k3, {8, 64, 56, 56, 64}, true) == all);
+    CHECK(hopper_candidates(k3, {8, 64, 56, 56, 64}, false) == all);
+
+    // Dispatch: the large layers TMA cannot box get the gathering kernel, and run's reason says why.
+    for (const auto& [attrs, shape] : {std::pair{k3, Conv2dShape{32, 512, 7, 7, 512}},
+                                       {k3, {32, 256, 14, 14, 256}},
+                                       {Conv2dAttrs{}, {32, 2048, 7, 7, 512}}}) {
+        CAPTURE(conv2d_problem_key(attrs, shape));
+        CHECK(dispatch_conv2d_bn_silu(attrs, shape, h200)->kernel_for_launch(0).name() ==
+              "conv2d_bn_silu_gather_tma_forward");
+        const std::string why = conv2d_bn_silu_dispatch_reason(attrs, shape, h200);
+        CHECK(why.find("x gathered") != std::string::npos);
+        CHECK(why.find("multiple of 4") != std::string::npos);
+    }
+
+    // It takes padded rows and x off a 16-byte boundary itself; only a weight TMA cannot reach
+    // goes to the sm80 kernel.
+    const Shape x{2, 64, 14, 14}, y{2, 64, 14, 14};
+    const Tensor inputs[] = {{fake(0x10000), x}}, odd[] = {{fake(0x10004), x}};
+    void* const params[] = {fake(0x20000), fake(0x30000), fake(0x40000)};
+    void* const odd_weight[] = {fake(0x20004), fake(0x30000), fake(0x40000)};
+    const OpCall aligned{inputs, params, fake(0x50000), y, 196}, padded{inputs, params, fake(0x50000), y, 197},
+        misaligned{odd, params, fake(0x50004), y, 196}, weight{inputs, odd_weight, fake(0x50000), y, 196};
+    for (const OpCall* call : {&aligned, &padded, &misaligned}) CHECK(&op.op_for(*call) == &op);
+    CHECK(op.op_for(weight).kernel_for_launch(0).name() == "conv2d_bn_silu_forward");
+    Recorder r;
+    CHECK(error_of([&] { op.pack_args(weight, r); }).find("weight") != std::string::npos);
 }
 
 TEST_CASE("device traits are stated in full: no count may be zero or negative") {

@@ -166,7 +166,7 @@ TEST_CASE("implicit-GEMM op: shapes, output size, grid over groups and argument 
 }
 TEST_CASE("every configuration of the conv kernels compiles for sm_80, sm_87 and sm_90") {
     std::vector<Kernel> kernels;
-    std::size_t arch_specific = 0;  // the two TMA kernels: sm_90a only, checked by their own test
+    std::size_t arch_specific = 0;  // the three TMA kernels: sm_90a only, checked by their own test
     for (const auto& family : shipped_kernels())
         if (family.name.starts_with("conv2d_bn_silu"))
             for (auto& k : family.configurations()) {
@@ -175,7 +175,7 @@ TEST_CASE("every configuration of the conv kernels compiles for sm_80, sm_87 and
             }
     REQUIRE(kernels.size() ==
             2 * GemmTiles::configurations().size() + Conv2dBnSiluDirectForward::configurations().size());
-    REQUIRE(arch_specific == 2 * Sm90Tiles::configurations().size());
+    REQUIRE(arch_specific == 3 * Sm90Tiles::configurations().size());
     struct Job {
         const Kernel* kernel;
         const char* arch;
@@ -222,16 +222,24 @@ TEST_CASE("the TMA kernels build for sm_90a only: TMA, wgmma and setmaxnreg, uns
     std::vector<std::future<void>> running;
     for (const auto& t : Sm90Tiles::configurations())
         for (const Kernel& k :
-             {Conv2dBnSiluGemmTmaForward(t, h200).kernel(), Conv2dBnSiluTmaForward(t, k3, h200).kernel()}) {
-            // The 1×1 kernel copies 3-D boxes ({pixels, channels, image}), the implicit GEMM 4-D ones.
-            const std::string rank = k.name() == "conv2d_bn_silu_tma_forward" ? "4d" : "3d";
-            running.push_back(std::async(std::launch::async, [k, t, rank, &sm90a] {
+             {Conv2dBnSiluGemmTmaForward(t, h200).kernel(), Conv2dBnSiluTmaForward(t, k3, h200).kernel(),
+              Conv2dBnSiluGatherTmaForward(t, k3, h200).kernel()}) {
+            // The 1×1 kernel copies 3-D boxes ({pixels, channels, image}) and stores them, the
+            // implicit GEMM 4-D ones; the gathering kernel copies only W's 2-D boxes, gathers X
+            // with cp.async that arrives on the stage's barrier, and stores y itself.
+            const bool gathers = k.name() == "conv2d_bn_silu_gather_tma_forward";
+            const std::string rank = gathers ? "2d" : k.name() == "conv2d_bn_silu_tma_forward" ? "4d" : "3d";
+            running.push_back(std::async(std::launch::async, [k, t, rank, gathers, &sm90a] {
                 const Compiled c = compile(k, sm90a);
                 // CHECK is not thread-safe in doctest: collect, check on the main thread.
-                for (const std::string& instruction :
-                     {std::string("wgmma.mma_async"), "cp.async.bulk.tensor." + rank, std::string("mbarrier.try_wait"),
-                      "cp.async.bulk.tensor." + rank + ".global.shared::cta"})
+                std::vector<std::string> wanted = {"wgmma.mma_async", "cp.async.bulk.tensor." + rank,
+                                                   "mbarrier.try_wait"};
+                wanted.push_back(gathers ? "cp.async.mbarrier.arrive.noinc"
+                                         : "cp.async.bulk.tensor." + rank + ".global.shared::cta");
+                for (const std::string& instruction : wanted)
                     if (c.ptx.find(instruction) == std::string::npos) throw UsageError(k.id() + ": no " + instruction);
+                if (gathers && c.ptx.find(".global.shared::cta") != std::string::npos)
+                    throw UsageError(k.id() + ": a TMA store in the kernel that stores y itself");
                 if (t.block_m == 128 && c.ptx.find("setmaxnreg.inc") == std::string::npos)
                     throw UsageError(k.id() + ": two consumer warpgroups without setmaxnreg");
                 if (c.ptx.find("mma.sync") != std::string::npos)
@@ -280,13 +288,14 @@ TEST_CASE("the TMA op hands calls TMA cannot reach to the sm80 kernel, and refus
     CHECK(error_of([&] { op.pack_args(padded, r); }).find("stride of dimension 1 is 264 bytes") != std::string::npos);
     CHECK(error_of([&] { op.pack_args(misaligned, r); }).find("input x") != std::string::npos);
     CHECK(error_of([&] { op.pack_args(misaligned, r); }).find("16-byte aligned") != std::string::npos);
-    // The Hopper implicit GEMM hands such calls to the sm80 implicit GEMM.
+    // The Hopper implicit GEMM stores y itself where TMA cannot write it (padded rows, an
+    // unaligned y), and hands only an x TMA cannot read to the sm80 implicit GEMM.
     const Conv2dBnSiluTmaForward general({128, 128, 4, 8}, {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1},
                                          h200);
-    CHECK(&general.op_for(aligned) == &general);
-    for (const OpCall* call : {&padded, &misaligned})
-        CHECK(general.op_for(*call).kernel_for_launch(0).name() == "conv2d_bn_silu_forward");
-    CHECK(error_of([&] { general.pack_args(padded, r); }).find("output y") != std::string::npos);
+    const OpCall unaligned_y{inputs, params, fake(0x50004), y, 64};
+    for (const OpCall* call : {&aligned, &padded, &unaligned_y}) CHECK(&general.op_for(*call) == &general);
+    CHECK(general.op_for(misaligned).kernel_for_launch(0).name() == "conv2d_bn_silu_forward");
+    CHECK(error_of([&] { general.pack_args(misaligned, r); }).find("input x") != std::string::npos);
     // Every other op runs its own calls.
     const Conv2dBnSiluGemmForward sm80(64, 64, 32, 8);
     CHECK(&sm80.op_for(padded) == &sm80);
