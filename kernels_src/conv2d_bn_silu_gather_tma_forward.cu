@@ -60,9 +60,10 @@ struct Columns {
             for (int i = 0; i < boxes; ++i) {
                 const int j = column(tile_m, i, threadIdx.x % 32);
                 const int b = j / image, m = j - b * image, oh = m / c.OW, ow = m - oh * c.OW;
-                ih0[i] = j < c.pixels ? oh * c.stride - c.pad : -(1 << 30);  // a column past the end reads nothing
+                const bool live = j < c.pixels;
+                ih0[i] = live ? oh * c.stride - c.pad : -(1 << 30);  // a column past the end reads nothing
                 iw0[i] = ow * c.stride - c.pad;
-                corner[i] = (b * c.C_IN * c.H + ih0[i]) * c.W + iw0[i];
+                corner[i] = live ? (b * c.C_IN * c.H + ih0[i]) * c.W + iw0[i] : 0;
             }
         }
         /// The gathered copies arrive on the barrier themselves: TMA brings no X bytes.
