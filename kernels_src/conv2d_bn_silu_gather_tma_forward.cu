@@ -21,7 +21,6 @@ template <int BLOCK_M>
 struct Columns {
     static constexpr bool gathers = true;
     static constexpr auto y_store = gemm::sm90::YStore::rows;
-    __device__ static constexpr bool stores_by_tma() { return false; }
     static constexpr int boxes = BLOCK_M / 32;
     const float* x;
     float* y;
@@ -95,8 +94,8 @@ struct Columns {
     __device__ static gemm::sm90::PixelMajorFragments fragments(int, int, unsigned) { return {}; }
     __device__ static unsigned y_offset(int channel, int pixel) { return swizzled(channel, pixel); }
 
-    /// Box i of a tile, rows row0… of y, from its output box `src`: each warp of the consumer
-    /// warpgroup stores every fourth channel, 32 consecutive columns at a time.
+    /// Box i of a tile, rows row0… of y, from its output box `src`: 32 consecutive columns per
+    /// store, none past the last.
     template <int BLOCK_N>
     __device__ __forceinline__ void store_rows(unsigned src, int tile_m, int i, int row0, int N) const
     {
@@ -104,9 +103,7 @@ struct Columns {
         if (j >= pixels) return;
         const int image = OH * OW, b = j / image;
         float* out = y + (1LL * b * C_OUT + row0) * y_row_stride + (j - b * image);
-#pragma unroll 4
-        for (int ch = threadIdx.x / 32 % 4; ch < BLOCK_N; ch += 4)
-            if (row0 + ch < N) out[1LL * ch * y_row_stride] = kjit::load_shared(src + swizzled(ch, pixel));
+        gemm::sm90::store_pixel_channels<BLOCK_N, Columns>(out, y_row_stride, src, pixel, row0, N);
     }
 };
 

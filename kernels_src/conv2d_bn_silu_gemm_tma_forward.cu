@@ -27,7 +27,6 @@ struct Columns {
     }
     static constexpr bool gathers = false;  // TMA reads x and writes y
     static constexpr auto y_store = gemm::sm90::YStore::tma;
-    __device__ static constexpr bool stores_by_tma() { return true; }
     /// A's elements of a tile: boxes are whole 128-byte-swizzled rows, 32 of K × 32 pixels.
     __device__ static gemm::sm90::PixelMajorFragments fragments(int, int, unsigned) { return {}; }
     __device__ static void prepare(unsigned) {}  // no shared memory of its own

@@ -134,8 +134,8 @@ struct Columns {
         const Box p = box(tile_m, i);
         kjit::tma_store(y_map, src, p.ow0, p.oh0, row0, p.b);
     }
-    /// Without a y map: each warp of the consumer warpgroup stores every fourth channel of the
-    /// box, its pixels' rows of BOX_W at a time, none past the image or the last one.
+    /// Without a y map: box i of a tile, rows row0… of y, from its output box `src`, rows of
+    /// BOX_W pixels per store, none past the image or the last one.
     template <int BLOCK_N>
     __device__ __forceinline__ void store_rows(unsigned src, int tile_m, int i, int row0, int N) const
     {
@@ -144,9 +144,7 @@ struct Columns {
         const int oh = p.oh0 + (pixel >> box_w_log2), ow = p.ow0 + (pixel & (patch.box_w - 1));
         if (p.b >= B || oh >= OH || ow >= OW) return;
         float* out = y + (1LL * p.b * C_OUT + row0) * y_row_stride + oh * OW + ow;
-#pragma unroll 4
-        for (int ch = threadIdx.x / 32 % 4; ch < BLOCK_N; ch += 4)
-            if (row0 + ch < N) out[1LL * ch * y_row_stride] = kjit::load_shared(src + y_offset(ch, pixel));
+        gemm::sm90::store_pixel_channels<BLOCK_N, Columns>(out, y_row_stride, src, pixel, row0, N);
     }
 };
 

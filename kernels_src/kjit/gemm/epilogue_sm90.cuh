@@ -10,8 +10,21 @@ namespace gemm::sm90 {
 
 /// How a Columns policy's output boxes reach y (its `y_store`): TMA stores through a y map,
 /// the consumers' own stores (Columns::store_rows), or either, chosen per call
-/// (Columns::stores_by_tma()).
+/// (Columns::stores_by_tma(), a policy with `per_call` only).
 enum class YStore { tma, rows, per_call };
+
+/// One output pixel's channels of an output box, stored without TMA by a consumer warpgroup:
+/// warp w of its four stores channels row0 + w, row0 + w + 4, … below N, from the box at `src`
+/// (laid out as Columns::y_offset says) to `out`, the pixel's element of channel row0, channels
+/// `row_stride` floats apart. A warp's lanes hold consecutive pixels: each store is a row run.
+template <int BLOCK_N, class Columns>
+__device__ __forceinline__ void store_pixel_channels(float* out, int row_stride, unsigned src, int pixel, int row0,
+                                                     int N)
+{
+#pragma unroll 4
+    for (int ch = threadIdx.x / 32 % 4; ch < BLOCK_N; ch += 4)
+        if (row0 + ch < N) out[1LL * ch * row_stride] = kjit::load_shared(src + Columns::y_offset(ch, pixel));
+}
 
 /// BN scale and shift of a thread's channel pairs (c, c + 1), c = 8j + 2t: every load issued
 /// before any is used, branch-free, so a tile pays their latency once. Channels past N read
@@ -56,7 +69,8 @@ __device__ __forceinline__ void store_tile(const Accumulators<BLOCK_N>& acc,
     const bool leader = threadIdx.x % 128 == 0;
     const int barrier = 1 + consumer;                                // this warpgroup's named barrier
     const ChannelPairs<BLOCK_N> bn(bn_scale, bn_shift, row0, N, t);  // in flight across the wait below
-    const bool by_tma = columns.stores_by_tma();                     // uniform over the grid
+    bool by_tma = Columns::y_store == YStore::tma;
+    if constexpr (Columns::y_store == YStore::per_call) by_tma = columns.stores_by_tma();  // uniform over the grid
     if (by_tma && leader) kjit::tma_store_wait_read();
     kjit::named_barrier_sync(barrier, 128);
     const RowPixel pixels[2] = {row_pixel(warp, 0, g), row_pixel(warp, 1, g)};
