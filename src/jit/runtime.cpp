@@ -200,8 +200,7 @@ struct Runtime::Impl {
         const bool clustered = config.cluster.x * config.cluster.y * config.cluster.z != 1;
         // Clusters launch plainly: on the H200, split-K clusters launched as dependents took up to
         // 1.4x as long back to back (docs/BENCHMARKS.md), where persistent kernels gained 15%.
-        const bool dependent = lk.dependent_launch && !clustered;
-        if (!clustered && !dependent) {
+        if (!clustered && !lk.dependent_launch) {
             KJIT_CU(cuLaunchKernel, lk.function, config.grid.x, config.grid.y, config.grid.z, config.block.x,
                     config.block.y, config.block.z, config.shared_bytes, stream.handle(), args, nullptr);
             return;
@@ -212,7 +211,7 @@ struct Runtime::Impl {
             attribute.value.clusterDim.x = config.cluster.x;
             attribute.value.clusterDim.y = config.cluster.y;
             attribute.value.clusterDim.z = config.cluster.z;
-        } else {  // a dependent: safe after any grid, since the entry point waits for it to finish
+        } else {  // a dependent: safe after any grid, since the kernel waits for it to finish
             attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
             attribute.value.programmaticStreamSerializationAllowed = 1;
         }

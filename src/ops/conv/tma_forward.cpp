@@ -87,7 +87,8 @@ namespace {
 using u64 = std::uint64_t;
 using u32 = std::uint32_t;
 
-/// One tensor as TMA sees it: up to 4 dimensions, innermost first, and the box copied.
+/// One tensor as TMA sees it: up to 4 dimensions, innermost first, and the box copied. Rank 0:
+/// no map (a tensor the kernel reads or writes through a pointer).
 struct MapShape {
     std::size_t rank = 0;
     std::array<u64, 4> dims{};
@@ -99,6 +100,11 @@ struct MapShape {
     [[nodiscard]] TiledTensorMap over(const void* base) const {
         return {base, {dims.data(), rank}, {strides.data(), rank - 1}, {box.data(), rank}, swizzle};
     }
+    /// Why TMA cannot take this map over `base` ("" when it can, or when there is no map).
+    [[nodiscard]] std::string unsupported_reason(const void* base) const {
+        return rank ? over(base).unsupported_reason() : "";
+    }
+    [[nodiscard]] TensorMap encode(const void* base) const { return rank ? over(base).encode() : TensorMap{}; }
 };
 
 /// A dense f32 tensor of `dims` whose rows (dims[0]) are `row` elements apart.
@@ -122,9 +128,10 @@ struct CallPlan {
     const void* w = nullptr;
     void* y = nullptr;
     MapShape x_map, w_map, y_map;
-    std::array<std::int32_t, 13> ints{};
+    std::array<std::int32_t, 12> ints{};
     std::size_t n_ints = 0;
-    bool y_pointer = false;  // the kernel takes y after y_map too (the implicit GEMM)
+    // The kernel takes y after y_map too, and last whether it has a y map (the implicit GEMM).
+    bool y_pointer = false;
     std::string why_not;
 
     [[nodiscard]] bool same_maps(const CallPlan& o) const {
@@ -138,20 +145,18 @@ constexpr auto swizzle_128 = TensorMapSwizzle::bytes_128, unswizzled = TensorMap
 CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv2dShape& s, int oh, int ow,
               int y_row_stride) {
     CallPlan p;
-    const u64 b = s.batch, cin = s.c_in, cout = s.c_out, bn = t.block_n;
+    const u64 b = s.batch, cin = s.c_in, cout = s.c_out, bn = t.block_n, k = cin * a.kernel_h * a.kernel_w;
     auto ints = [&p](std::initializer_list<std::int32_t> v) {
         std::copy(v.begin(), v.end(), p.ints.begin());
         p.n_ints = v.size();
     };
+    p.w_map = dense({k, cout}, k, {32, u32(bn)}, swizzle_128);  // every kernel's: W rows of K
     if (gathers) {
-        const u64 k = cin * a.kernel_h * a.kernel_w;
-        p.w_map = dense({k, cout}, k, {32, u32(bn)}, swizzle_128);
         ints({s.batch, s.c_in, s.height, s.width, s.c_out, oh, ow, a.kernel_h, a.kernel_w, a.stride_h, a.pad_h,
               y_row_stride});
     } else if (detail::is_pointwise(a)) {
         const u64 m = 1ULL * oh * ow;
         p.x_map = dense({m, cin, b}, m, {32, 32, 1}, swizzle_128);
-        p.w_map = dense({cin, cout}, cin, {32, u32(bn)}, swizzle_128);
         p.y_map = dense({m, cout, b}, u64(y_row_stride), {32, u32(bn), 1}, swizzle_128);
         ints({s.batch, s.c_in, s.c_out, oh * ow});
     } else {
@@ -163,10 +168,9 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv
                                     narrowest.bytes());
             return p;
         }
-        const u64 k = cin * a.kernel_h * a.kernel_w, w = s.width;
+        const u64 w = s.width;
         p.x_map = dense({w, u64(s.height), cin, b}, w,
                         {u32(box->patch_w()), u32(box->patch_h()), u32(box->channels), 1}, unswizzled);
-        p.w_map = dense({k, cout}, k, {32, u32(bn)}, swizzle_128);
         if (ow % 4 == 0) {  // else the kernel stores y itself: TMA cannot write rows of OW floats
             p.y_map = dense({u64(ow), u64(oh), cout, b}, u64(ow), {u32(box->box_w), u32(box->rows()), u32(bn), 1},
                             unswizzled);
@@ -174,7 +178,7 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv
             p.y_map.strides[2] = 4ULL * y_row_stride * cout;
         }
         ints({s.batch, s.c_in, s.c_out, oh, ow, a.kernel_h, a.kernel_w, a.stride_h, a.pad_h, box->box_w, box->channels,
-              y_row_stride, ow % 4 == 0});
+              y_row_stride});
         p.y_pointer = true;
     }
     return p;
@@ -197,16 +201,13 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const OpCa
     p.w = detail::non_null(call.params[0], "parameter weight");
     p.y = detail::non_null(call.output, "output y");
     // The implicit GEMM stores y itself where TMA cannot write it through a map (a padded row
-    // stride, an unaligned y): its last int says which.
-    if (p.y_pointer && p.y_map.rank && !p.y_map.over(p.y).unsupported_reason().empty()) {
-        p.y_map = {};
-        p.ints[p.n_ints - 1] = 0;
-    }
+    // stride, an unaligned y).
+    if (p.y_pointer && !p.y_map.unsupported_reason(p.y).empty()) p.y_map = {};
     if (p.why_not.empty())
         for (const auto& [map, base, what] : {std::tuple{&p.x_map, static_cast<const void*>(p.x), "input x"},
                                               {&p.w_map, p.w, "weight"},
                                               {&p.y_map, p.y, "output y"}})
-            if (auto why = map->rank ? map->over(base).unsupported_reason() : ""; !why.empty()) {
+            if (auto why = map->unsupported_reason(base); !why.empty()) {
                 p.why_not = fmt::format("TMA cannot reach {} through a tensor map: {}", what, why);
                 break;
             }
@@ -217,8 +218,6 @@ struct Maps {
     CallPlan plan;
     TensorMap x, w, y;  // x and y empty where the kernel gathers
 };
-
-TensorMap encode(const MapShape& m, const void* base) { return m.rank ? m.over(base).encode() : TensorMap{}; }
 
 }  // namespace
 
@@ -233,8 +232,7 @@ public:
         if (!p.why_not.empty())
             throw UsageError(p.why_not + "; run this layer with the sm80 kernel (a configuration without TMA=1)");
         if (maps_.size() == capacity) maps_.pop_front();
-        maps_.push_back(
-            std::make_unique<Maps>(Maps{p, encode(p.x_map, p.x), encode(p.w_map, p.w), encode(p.y_map, p.y)}));
+        maps_.push_back(std::make_unique<Maps>(Maps{p, p.x_map.encode(p.x), p.w_map.encode(p.w), p.y_map.encode(p.y)}));
         return *maps_.back();
     }
 
@@ -314,6 +312,7 @@ void TmaConvOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
     visitor.visit_ptr(detail::non_null(call.params[1], "parameter bn_scale"));
     visitor.visit_ptr(detail::non_null(call.params[2], "parameter bn_shift"));
     for (std::size_t i = 0; i < p.n_ints; ++i) visitor.visit_i32(p.ints[i]);
+    if (p.y_pointer) visitor.visit_i32(p.y_map.rank != 0);  // y_by_tma
 }
 
 Dims TmaConvOp::grid(ShapeView y) const {
@@ -362,20 +361,29 @@ std::unique_ptr<TmaConvOp> detail::make_tma_conv(const Conv2dAttrs& a, const Sm9
     return std::make_unique<Conv2dBnSiluTmaForward>(t, a, device);
 }
 
+namespace {
+std::string hopper_reason(const DeviceTraits& device) {
+    return device.hopper() ? "" : fmt::format("TMA + wgmma needs a 9.0 device, this is {}", device.arch.name());
+}
+/// TMA reads W's rows of C_IN·KH·KW floats: 16-byte multiples.
+std::string weight_rows_reason(const Conv2dAttrs& a, const Conv2dShape& s) {
+    const long long k = 1LL * s.c_in * a.kernel_h * a.kernel_w;
+    return k % 4 ? fmt::format("TMA needs C_IN*KH*KW a multiple of 4 (16-byte weight rows), this layer has {}", k) : "";
+}
+}  // namespace
+
 std::string conv2d_tma_unsupported_reason(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device) {
-    if (!device.hopper()) return fmt::format("TMA + wgmma needs a 9.0 device, this is {}", device.arch.name());
+    if (auto why = hopper_reason(device); !why.empty()) return why;
     if (!detail::is_pointwise(a)) {
         if (auto why = general_attrs_reason(a); !why.empty()) return why;
         if (s.width % 4)
             return fmt::format("TMA needs W a multiple of 4 (16-byte input rows), this layer has {}", s.width);
-        const int k = s.c_in * a.kernel_h * a.kernel_w;
-        if (k % 4)
-            return fmt::format("TMA needs C_IN*KH*KW a multiple of 4 (16-byte weight rows), this layer has {}", k);
+        if (auto why = weight_rows_reason(a, s); !why.empty()) return why;
         const auto [oh, ow] = conv2d_output_size(a, s);
         const auto p = plan(a, Sm90Tiles{128, 128, 4, 8}, false, s, oh, ow, oh * ow);
         if (!p.why_not.empty()) return p.why_not;
         for (const auto* m : {&p.x_map, &p.w_map, &p.y_map})
-            if (auto why = m->rank ? m->over(nullptr).unsupported_reason() : ""; !why.empty()) return "TMA: " + why;
+            if (auto why = m->unsupported_reason(nullptr); !why.empty()) return "TMA: " + why;
         return {};
     }
     if (s.height * s.width % 4)
@@ -386,15 +394,13 @@ std::string conv2d_tma_unsupported_reason(const Conv2dAttrs& a, const Conv2dShap
 }
 
 std::string conv2d_gather_unsupported_reason(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device) {
-    if (!device.hopper()) return fmt::format("TMA + wgmma needs a 9.0 device, this is {}", device.arch.name());
-    if (auto why = general_attrs_reason(a); !why.empty()) return why;
-    const long long k = 1LL * s.c_in * a.kernel_h * a.kernel_w;
-    if (k % 4) return fmt::format("TMA needs C_IN*KH*KW a multiple of 4 (16-byte weight rows), this layer has {}", k);
+    for (auto why : {hopper_reason(device), general_attrs_reason(a), weight_rows_reason(a, s)})
+        if (!why.empty()) return why;
     const auto [oh, ow] = conv2d_output_size(a, s);
     if (1LL * s.batch * oh * ow >= (1LL << 31) || 1LL * s.batch * s.c_in * s.height * s.width >= (1LL << 31))
         return "the gathering kernel indexes x and its output pixels with 32-bit integers: this layer has 2^31 or more";
     const auto p = plan(a, Sm90Tiles{128, 128, 4, 8}, true, s, oh, ow, oh * ow);
-    if (auto why = p.w_map.over(nullptr).unsupported_reason(); !why.empty()) return "TMA: " + why;
+    if (auto why = p.w_map.unsupported_reason(nullptr); !why.empty()) return "TMA: " + why;
     return {};
 }
 
