@@ -68,9 +68,12 @@ struct GemmTiles {
 
 /// Tile constants of the Hopper conv kernels (kernels_src/kjit/gemm_sm90.cuh): BLOCK_M pixels (64
 /// per consumer warpgroup) by BLOCK_N output channels per tile, STAGES K steps of 32 in flight,
-/// GROUP_M column tiles per L2-sharing group.
+/// GROUP_M column tiles per L2-sharing group; with split_k > 1 a thread-block cluster of split_k
+/// blocks computes each tile, every block over 1/split_k of K (a launch constant, not a
+/// compile-time one: every split runs the same cubin).
 struct Sm90Tiles {
     int block_m, block_n, stages, group_m;
+    int split_k = 1;
 
     /// Every configuration warm-up and the across-configuration tests iterate.
     [[nodiscard]] static std::span<const Sm90Tiles> configurations();
@@ -78,7 +81,7 @@ struct Sm90Tiles {
     [[nodiscard]] static int max_stages(int block_m, int block_n, int max_shared_bytes);
     [[nodiscard]] unsigned threads() const;
     [[nodiscard]] unsigned shared_bytes() const;
-    /// Throws UsageError naming the rule a constant breaks.
+    /// Throws UsageError naming the rule a constant breaks (split_k in 1…8: a portable cluster).
     void validate(int max_shared_bytes) const;
     friend bool operator==(const Sm90Tiles&, const Sm90Tiles&) = default;
 };
@@ -155,7 +158,8 @@ public:
 
 /// What the Hopper conv ops share (sm_90a, 9.0 devices only): TMA loads through an mbarrier
 /// pipeline, TF32 wgmma, a producer and BLOCK_M/64 consumer warpgroups, a persistent grid of
-/// min(tiles, SMs) blocks, and an epilogue through shared memory with TMA stores. The tensor
+/// min(tiles, SMs) blocks — or, with split-K, one cluster of split_k blocks per tile — and an
+/// epilogue through shared memory with TMA stores. The tensor
 /// maps are built once per pointer set and shape and kept by the op. A layer TMA cannot box
 /// (conv2d_tma_unsupported_reason says why) is for the gathering op or the sm80 kernels; a call
 /// whose tensors TMA cannot reach (a misaligned pointer, a padded row stride that is no multiple
@@ -180,6 +184,10 @@ public:
     /// The tiles' shared memory and the column policy's own (the implicit GEMM's tap table).
     [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override {
         return tiles_.shared_bytes() + policy_bytes_;
+    }
+    /// split_k blocks along x: the cluster that shares a tile's K.
+    [[nodiscard]] Dims cluster_for_launch(std::size_t) const override {
+        return {static_cast<unsigned>(tiles_.split_k), 1, 1};
     }
 
 protected:

@@ -70,9 +70,12 @@ struct Sm90Geometry {
     {
         return column_tiles(batch, pixels) * ceil_div(channels, T(block_n));
     }
-    /// Dynamic shared memory: the stages, the output boxes, a full and an empty barrier per stage,
-    /// and the slack that aligns the start to the 1024 bytes 128-byte swizzling wants.
-    constexpr int shared_bytes() const { return barriers_offset() + 2 * stages * 8 + 1024; }
+    /// The mbarriers: a full and an empty one per stage, and per consumer warpgroup the two of
+    /// a split-K cluster's hand-over (partials parked, partials read).
+    constexpr int barriers_bytes() const { return (2 * stages + 2 * consumers()) * 8; }
+    /// Dynamic shared memory: the stages, the output boxes, the barriers, and the slack that
+    /// aligns the start to the 1024 bytes 128-byte swizzling wants.
+    constexpr int shared_bytes() const { return barriers_offset() + barriers_bytes() + 1024; }
 };
 
 /// The Hopper implicit GEMM's X box: the input patch that 32 output pixels — BOX_W along a row

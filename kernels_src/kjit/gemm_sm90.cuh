@@ -2,14 +2,17 @@
 // on a persistent grid of warp-specialised blocks. The parts:
 //   kjit/gemm/tile_scheduler.cuh  which tiles a persistent block computes, in L2-friendly order
 //   kjit/gemm/mainloop_sm90.cuh   the TMA producer and the wgmma consumers, an mbarrier pipeline
+//   kjit/gemm/split_k_sm90.cuh    a cluster's partial tiles summed in block 0 (split-K)
 //   kjit/gemm/epilogue_sm90.cuh   BN + SiLU through shared memory, TMA stores
 // Warpgroup 0 produces (one thread issues every TMA copy, or all of it gathers X; the warpgroup
 // gives registers to the others), warpgroups 1… consume, 64 pixels of each tile apiece. While the consumers run a
-// tile's epilogue the producer is already filling stages for the next tile.
+// tile's epilogue the producer is already filling stages for the next tile. Launched in clusters
+// of `split` blocks, a cluster computes each tile, every block over 1/split of K.
 #pragma once
 #include "kjit/ceil_div.cuh"
 #include "kjit/gemm/epilogue_sm90.cuh"
 #include "kjit/gemm/mainloop_sm90.cuh"
+#include "kjit/gemm/split_k_sm90.cuh"
 #include "kjit/gemm/tile_scheduler.cuh"
 
 namespace gemm::sm90 {
@@ -23,20 +26,29 @@ __device__ __forceinline__ void gemm_bn_silu(const Columns& columns, const kjit:
     constexpr Geometry G{BLOCK_M, BLOCK_N, STAGES};
     extern __shared__ __align__(1024) unsigned char dynamic_shared[];
     const Shared<BLOCK_M, BLOCK_N, STAGES> shared(dynamic_shared);
+    using HandOver = SplitKHandOver<BLOCK_M, BLOCK_N, STAGES>;
+    const SplitK split = this_split_k();
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             kjit::mbarrier_init(shared.full(s), full_arrivals<Columns>);  // expect_tx (+ gathers)
             kjit::mbarrier_init(shared.empty(s), 4 * G.consumers());      // one per consumer warp
         }
+        for (int c = 0; c < G.consumers(); ++c) {
+            kjit::mbarrier_init(shared.parked(c), HandOver::parked_arrivals(split.split));
+            kjit::mbarrier_init(shared.read(c), HandOver::read_arrivals);
+        }
         kjit::fence_barrier_init();
         kjit::prefetch_tensor_map(w_map);
     }
     columns.prepare(shared.policy());
-    __syncthreads();
+    if (split.split > 1) kjit::cluster_sync();  // every block's barriers exist before any arrives from afar
+    else __syncthreads();
     kjit::wait_for_previous_grid();  // the setup above reads only the arguments: it overlaps that grid
 
+    // A cluster's blocks run the same tiles, block r over its share of K.
     const PersistentTiles tiles{tiles_m, kjit::ceil_div(N, BLOCK_N), GROUP_M};
-    const int k_steps = kjit::ceil_div(K, G.block_k);
+    const int cluster = blockIdx.x / split.split, clusters = gridDim.x / split.split;
+    const KRange k = this_k_range<G.block_k>(K, split);
     PipelineState<STAGES> pipe;
     const int role = threadIdx.x / 128;
     // A gathering producer computes addresses: it keeps more registers than one issuing TMA.
@@ -44,19 +56,23 @@ __device__ __forceinline__ void gemm_bn_silu(const Columns& columns, const kjit:
     if (role == 0) {
         if constexpr (G.consumers() > 1) kjit::setmaxnreg_dec<gathers ? 56 : 40>();
         if (threadIdx.x >= producer_threads<Columns>) return;
-        for (int pid = blockIdx.x; pid < tiles.count(); pid += gridDim.x) {
+        for (int pid = cluster; pid < tiles.count(); pid += clusters) {
             const TileCoord t = tiles.at(pid);
-            produce_tile(shared, columns, w_map, t.m, t.n * BLOCK_N, k_steps, pipe);
+            produce_tile(shared, columns, w_map, t.m, t.n * BLOCK_N, k, pipe);
         }
     } else {
         if constexpr (G.consumers() > 1) kjit::setmaxnreg_inc<gathers ? 224 : 232>();
         const int consumer = role - 1;
+        const HandOver hand_over(shared, consumer, split);
         Accumulators<BLOCK_N> acc;
-        for (int pid = blockIdx.x; pid < tiles.count(); pid += gridDim.x) {
+        int done = 0;
+        for (int pid = cluster; pid < tiles.count(); pid += clusters, ++done) {
             const TileCoord t = tiles.at(pid);
-            consume_tile(acc, shared, columns, consumer, t.m, k_steps, pipe);
-            store_tile(acc, shared, columns, consumer, t.m, t.n * BLOCK_N, N, bn_scale, bn_shift);
+            consume_tile(acc, shared, columns, consumer, t.m, k, pipe);
+            if (hand_over.reduce(acc, done))
+                store_tile(acc, shared, columns, consumer, t.m, t.n * BLOCK_N, N, bn_scale, bn_shift);
         }
+        hand_over.finish(done);
         if (threadIdx.x % 128 == 0) kjit::tma_store_wait();  // before the block's shared memory goes
     }
 }

@@ -23,6 +23,12 @@ __device__ __forceinline__ void store_shared(unsigned address, float v)
     asm volatile("st.shared.f32 [%0], %1;" ::"r"(address), "f"(v) : "memory");
 }
 
+__device__ __forceinline__ void store4_shared(unsigned address, float4 v)
+{
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(address), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                 : "memory");
+}
+
 /// BYTES (4, 8 or 16) global → shared at shared address `dst`; zero-filled when !valid (src is
 /// then not read).
 template <int BYTES>
@@ -122,6 +128,24 @@ __device__ __forceinline__ float load_from_cluster_block(unsigned address, unsig
     return v;
 #else
     return 0.0f;
+#endif
+}
+
+/// Reads the 4 floats at `address` (16-byte aligned, a shared address of this block) in block
+/// `rank`'s shared memory.
+__device__ __forceinline__ float4 load4_from_cluster_block(unsigned address, unsigned rank)
+{
+#if __CUDA_ARCH__ >= 900
+    unsigned remote;
+    float4 v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(remote)
+                 : "memory");
+    return v;
+#else
+    return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #endif
 }
 

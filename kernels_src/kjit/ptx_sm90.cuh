@@ -28,17 +28,41 @@ __device__ __forceinline__ void mbarrier_arrive(unsigned bar)
 {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
+/// Spins on `bar` until the phase of parity `parity` has completed; SEM: the try_wait's
+/// semantics and scope ("" for the default, acquire at CTA scope).
+#define KJIT_MBARRIER_WAIT(SEM, bar, parity) \
+    asm volatile(                            \
+        "{\n"                                \
+        ".reg .pred done;\n"                 \
+        "wait:\n"                            \
+        "mbarrier.try_wait.parity" SEM       \
+        ".shared::cta.b64 done, [%0], %1;\n" \
+        "@!done bra wait;\n"                 \
+        "}\n" ::"r"(bar),                    \
+        "r"(parity)                          \
+        : "memory")
+
 /// Waits until the phase of parity `parity` has completed.
-__device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity)
+__device__ __forceinline__ void mbarrier_wait(unsigned bar, unsigned parity) { KJIT_MBARRIER_WAIT("", bar, parity); }
+/// Waits, as `mbarrier_wait`, for a phase that other blocks of the cluster complete: their
+/// writes before their arrivals are visible after it (acquire at cluster scope).
+__device__ __forceinline__ void mbarrier_wait_cluster(unsigned bar, unsigned parity)
+{
+    KJIT_MBARRIER_WAIT(".acquire.cluster", bar, parity);
+}
+#undef KJIT_MBARRIER_WAIT
+
+/// One arrival on the barrier at `bar` (a shared address, the same in every block) of block
+/// `rank` of the cluster, releasing this thread's shared-memory accesses before it to that block.
+__device__ __forceinline__ void mbarrier_arrive_cluster(unsigned bar, unsigned rank)
 {
     asm volatile(
         "{\n"
-        ".reg .pred done;\n"
-        "wait:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra wait;\n"
+        ".reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
         "}\n" ::"r"(bar),
-        "r"(parity)
+        "r"(rank)
         : "memory");
 }
 

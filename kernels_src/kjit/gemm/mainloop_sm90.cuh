@@ -9,6 +9,7 @@
 // One producer warp issues the copies; the consumers wait on a stage's "full" barrier and hand
 // it back through its "empty" barrier once their wgmma on it are done.
 #pragma once
+#include "kjit/gemm/tile_scheduler.cuh"
 #include "kjit/gemm_geometry.cuh"
 #include "kjit/ptx.cuh"
 #include "kjit/ptx_sm90.cuh"
@@ -52,8 +53,13 @@ struct Shared {
     __device__ unsigned y(int box) const { return base + STAGES * G.stage_bytes() + box * G.y_box_bytes(); }
     __device__ unsigned full(int stage) const { return base + G.barriers_offset() + stage * 8; }
     __device__ unsigned empty(int stage) const { return full(STAGES) + stage * 8; }
+    /// Split-K (gemm/split_k_sm90.cuh): consumer warpgroup c's "parked" barrier (in block 0:
+    /// every other block's partial tile is parked) and its "read" barrier (in the others: block
+    /// 0 has read this block's partial).
+    __device__ unsigned parked(int consumer) const { return empty(STAGES) + consumer * 8; }
+    __device__ unsigned read(int consumer) const { return parked(G.consumers()) + consumer * 8; }
     /// The Columns policy's own shared memory, after the barriers.
-    __device__ unsigned policy() const { return empty(STAGES); }
+    __device__ unsigned policy() const { return read(G.consumers()); }
 };
 
 /// A stage index and the parity of its barriers' current phase, advanced in lockstep by the
@@ -78,18 +84,18 @@ constexpr int producer_threads = Columns::gathers ? 128 : 1;
 template <class Columns>
 constexpr unsigned full_arrivals = 1 + (Columns::gathers ? producer_threads<Columns> : 0);
 
-/// The producer's side: for each K step, wait until the consumers released the stage, then
+/// The producer's side: for each K step of `k` (all of K, or a split-K block's share), wait until the consumers released the stage, then
 /// fill it — W's box by TMA, X as the Columns policy's loader says (TMA boxes, counted in the
 /// expected bytes: the whole boxes, zero-filled where they leave the tensor; or gathered copies
 /// that arrive on the barrier themselves).
 template <int BLOCK_M, int BLOCK_N, int STAGES, class Columns>
 __device__ __forceinline__ void produce_tile(const Shared<BLOCK_M, BLOCK_N, STAGES>& shared, const Columns& columns,
-                                             const kjit::TensorMap& w_map, int tile_m, int row0, int k_steps,
+                                             const kjit::TensorMap& w_map, int tile_m, int row0, KRange k,
                                              PipelineState<STAGES>& pipe)
 {
     constexpr Geometry G{BLOCK_M, BLOCK_N, STAGES};
     const auto loader = columns.loader(tile_m, shared.policy());
-    for (int kt = 0; kt < k_steps; ++kt, pipe.advance()) {
+    for (int kt = k.begin; kt < k.begin + k.count; ++kt, pipe.advance()) {
         kjit::mbarrier_wait(shared.empty(pipe.stage), pipe.phase ^ 1);  // a fresh barrier's "previous" phase is done
         const unsigned full = shared.full(pipe.stage);
         if (threadIdx.x == 0) {
@@ -139,7 +145,7 @@ __device__ __forceinline__ void load_a(unsigned (&a)[4][4], const Shared<BLOCK_M
     }
 }
 
-/// The consumers' side for one tile: acc = Σ over K steps of Xᵀ_step · Wᵀ_step for this
+/// The consumers' side for one tile: acc = Σ over the K steps of `k` of Xᵀ_step · Wᵀ_step for this
 /// warpgroup's 64 pixels. A step's A fragments are written while none of this warpgroup's
 /// wgmma are in flight, and its wgmma retire before the next step's are written: ptxas
 /// serialises every wgmma (C7513) once a register a wgmma reads is written while any is in
@@ -148,14 +154,14 @@ __device__ __forceinline__ void load_a(unsigned (&a)[4][4], const Shared<BLOCK_M
 /// as its wgmma are done.
 template <int BLOCK_M, int BLOCK_N, int STAGES, class Columns>
 __device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const Shared<BLOCK_M, BLOCK_N, STAGES>& shared,
-                                             const Columns& columns, int consumer, int tile_m, int k_steps,
+                                             const Columns& columns, int consumer, int tile_m, KRange k,
                                              PipelineState<STAGES>& pipe)
 {
     const auto fragments = columns.fragments(tile_m, a_box(consumer), shared.policy());
     const bool releases = threadIdx.x % 32 == 0;  // one arrival per consumer warp
 #pragma unroll
     for (int i = 0; i < BLOCK_N / 2; ++i) acc[i] = 0.0f;
-    for (int kt = 0; kt < k_steps; ++kt, pipe.advance()) {
+    for (int kt = k.begin; kt < k.begin + k.count; ++kt, pipe.advance()) {
         unsigned a[4][4];
         kjit::mbarrier_wait(shared.full(pipe.stage), pipe.phase);
         load_a(a, shared, fragments, pipe.stage, consumer, kt);

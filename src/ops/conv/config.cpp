@@ -53,7 +53,7 @@ std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2d
         const auto why = gather ? conv2d_gather_unsupported_reason(a, s, device)
                                 : conv2d_tma_unsupported_reason(a, s, device);
         if (!why.empty()) throw UsageError(fmt::format("configuration '{}': {}", config, why));
-        const Sm90Tiles t{take("BLOCK_M"), take("BLOCK_N"), take("STAGES"), take("GROUP_M", 8)};
+        const Sm90Tiles t{take("BLOCK_M"), take("BLOCK_N"), take("STAGES"), take("GROUP_M", 8), take("SPLIT_K", 1)};
         op = detail::make_tma_conv(a, t, device, gather == 1);
     } else if (values.contains("BLOCK_OC")) {
         const int oc = take("BLOCK_OC"), ow = take("BLOCK_OW");
@@ -75,8 +75,8 @@ std::string gemm_config(const GemmTiles& t, int split) {
                        t.group_m, split);
 }
 std::string tma_config(const Sm90Tiles& t, bool gathers) {
-    return fmt::format("TMA=1 {}BLOCK_M={} BLOCK_N={} STAGES={} GROUP_M={}", gathers ? "GATHER=1 " : "", t.block_m,
-                       t.block_n, t.stages, t.group_m);
+    return fmt::format("TMA=1 {}BLOCK_M={} BLOCK_N={} STAGES={} GROUP_M={}{}", gathers ? "GATHER=1 " : "", t.block_m,
+                       t.block_n, t.stages, t.group_m, t.split_k > 1 ? fmt::format(" SPLIT_K={}", t.split_k) : "");
 }
 std::string direct_config(const DirectTiles& t) {
     return fmt::format("BLOCK_OC={} BLOCK_OW={}", t.block_oc, t.block_ow);
@@ -97,13 +97,18 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
         for (const auto& t : Conv2dBnSiluDirectForward::configurations()) list.push_back(direct_config(t));
         return list;
     }
-    for (const bool gathers : {false, true})
-        if ((gathers ? conv2d_gather_unsupported_reason(a, s, device) : conv2d_tma_unsupported_reason(a, s, device))
-                .empty())
-            for (const auto& t : Sm90Tiles::configurations())
-                if (t.shared_bytes() + detail::tma_policy_bytes(a, gathers) <=
-                    static_cast<unsigned>(device.max_shared_bytes))
-                    list.push_back(tma_config(t, gathers));
+    for (const bool gathers : {false, true}) {
+        if (!(gathers ? conv2d_gather_unsupported_reason(a, s, device) : conv2d_tma_unsupported_reason(a, s, device))
+                 .empty())
+            continue;
+        for (const auto& t : Sm90Tiles::configurations())
+            if (t.shared_bytes() + detail::tma_policy_bytes(a, gathers) <=
+                static_cast<unsigned>(device.max_shared_bytes))
+                list.push_back(tma_config(t, gathers));
+        // Split-K, on each tile shape's deepest pipeline, where the tiles leave SMs idle.
+        for (const auto& t : detail::sm90_split_candidates(a, s, device, gathers))
+            if (t.split_k > 1) list.push_back(tma_config(t, gathers));
+    }
     const auto [oh, ow] = conv2d_output_size(a, s);
     const long long p = 1LL * s.batch * oh * ow;
     const int k = s.c_in / a.groups * a.kernel_h * a.kernel_w;

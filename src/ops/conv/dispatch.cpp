@@ -52,16 +52,22 @@ double gemm_cost(const GemmTiles& t, int split_k, long long p, int n, int k, boo
 }
 
 /// The Hopper GEMM, in the same units: a persistent block's tiles, each the larger of its wgmma
-/// work and operand traffic (or its K steps' latency), plus the epilogue's store and a start.
-/// Its pipeline hides latency the sm80 model charges, hence the weight against that model
-/// (refitted to the 2026-12-02 H200 run's candidate times, the first with the gathering kernel).
+/// work and operand traffic (or its K steps' latency) over its share of K, plus the epilogue's
+/// store and a start — and with split-K, block 0's reading of the other blocks' partial tiles
+/// through distributed shared memory. Its pipeline hides latency the sm80 model charges, hence
+/// the weight against that model (fitted to the 2026-12-02 H200 runs' candidate times: the
+/// weight to the first with the gathering kernel, the hand-over's costs to the first with
+/// split-K).
 double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms, double x_weight) {
     const long long tiles = Sm90Geometry{t.block_m, t.block_n, t.stages}.column_tiles(boxes) * ceil_div(n, t.block_n);
-    const double per_sm = static_cast<double>(ceil_div<long long>(tiles, sms));
+    const double per_sm = static_cast<double>(ceil_div<long long>(tiles * t.split_k, sms));
+    const int k_share = ceil_div(ceil_div(k, 32), t.split_k) * 32;
     const double math = t.block_m * t.block_n / 1024.0, traffic = (t.block_m * x_weight + t.block_n) * 4.0 / 24.0;
     const double store = t.block_m * t.block_n * 4.0 / 32.0;
-    const double work = k * std::max(math, traffic) + store + 1500.0;
-    const double latency = ceil_div(k, 32) * 100.0 + 1500.0;
+    // Block 0 reads each other block's partial tile at ~16 bytes a clock, after a hand-over's latency.
+    const double reduction = (t.split_k - 1) * (t.block_m * t.block_n * 4.0 / 16.0 + 1500.0);
+    const double work = k_share * std::max(math, traffic) + store + reduction + 1500.0;
+    const double latency = ceil_div(k_share, 32) * 100.0 + reduction + 1500.0;
     constexpr double weight = 0.33;
     return weight * per_sm * std::max(work, latency);
 }
@@ -94,10 +100,10 @@ struct TmaPick {
     bool gathers;
 };
 
-/// The Hopper kernel's cheapest tiles for a layer (each with the deepest pipeline that fits
-/// beside the implicit GEMM's tap table) — the kernel whose X and Y TMA boxes, or where TMA
-/// cannot box them (`why_not` then says why), the one that gathers X — or none, `why_not`
-/// saying why.
+/// The Hopper kernel's cheapest tiles and split-K for a layer (each with the deepest pipeline
+/// that fits beside the implicit GEMM's tap table) — the kernel whose X and Y TMA boxes, or
+/// where TMA cannot box them (`why_not` then says why), the one that gathers X — or none,
+/// `why_not` saying why.
 std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device,
                                 std::string& why_not) {
     why_not = conv2d_tma_unsupported_reason(a, s, device);
@@ -108,24 +114,17 @@ std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, cons
             return std::nullopt;
         }
     }
-    const auto [oh, ow] = conv2d_output_size(a, s);
-    const long long boxes = gathers                   ? ceil_div(1LL * s.batch * oh * ow, 32LL)
-                            : detail::is_pointwise(a) ? s.batch * ceil_div(1LL * oh * ow, 32LL)
-                                                      : detail::tap_box(a, oh, ow)->boxes<long long>(s.batch, oh, ow);
+    const long long boxes = detail::sm90_boxes(a, s, gathers);
     const int k = s.c_in * a.kernel_h * a.kernel_w;
     // The implicit GEMM's X boxes cost more than the 1×1 kernel's: patches wider than their 32
     // pixels, reads masked at the padding; gathered X more again (4-byte copies, each masked:
     // 1.4-2.1× the boxed kernels' time where both run). Fitted on the H200 bench rows like the rest.
     const double x_weight = gathers ? 2.0 : detail::is_pointwise(a) ? 1.0 : 1.25;
-    const int table = static_cast<int>(detail::tma_policy_bytes(a, gathers));
     std::optional<TmaPick> best;
-    for (int m : {128, 64})
-        for (int n : {128, 64}) {
-            const Sm90Tiles t{m, n, Sm90Tiles::max_stages(m, n, device.max_shared_bytes - table), 8};
-            if (t.stages < 3) continue;
-            const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors, x_weight);
-            if (!best || cost < best->cost) best = TmaPick{t, cost, gathers};
-        }
+    for (const auto& t : detail::sm90_split_candidates(a, s, device, gathers)) {
+        const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors, x_weight);
+        if (!best || cost < best->cost) best = TmaPick{t, cost, gathers};
+    }
     if (!best) why_not = "no TMA pipeline of 3 stages fits this device's shared memory";
     return best;
 }
@@ -165,10 +164,14 @@ std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Co
 std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device) {
     const auto op = dispatch_conv2d_bn_silu(a, s, device);
     const std::string name = op->kernel_for_launch(0).name();
-    if (name == "conv2d_bn_silu_gemm_tma_forward") return "the TMA + wgmma 1x1 kernel (sm_90a)";
-    if (name == "conv2d_bn_silu_tma_forward") return "the TMA + wgmma implicit GEMM (sm_90a)";
+    std::string split;  // a Hopper pick's split-K
+    if (const auto* t = dynamic_cast<const TmaConvOp*>(op.get()); t && t->tiles().split_k > 1)
+        split = fmt::format(", K split over a cluster of {} blocks (its tiles alone would leave SMs idle)",
+                            t->tiles().split_k);
+    if (name == "conv2d_bn_silu_gemm_tma_forward") return "the TMA + wgmma 1x1 kernel (sm_90a)" + split;
+    if (name == "conv2d_bn_silu_tma_forward") return "the TMA + wgmma implicit GEMM (sm_90a)" + split;
     if (name == "conv2d_bn_silu_gather_tma_forward")
-        return "the wgmma implicit GEMM with x gathered, W by TMA (sm_90a): " +
+        return "the wgmma implicit GEMM with x gathered, W by TMA (sm_90a)" + split + ": " +
                conv2d_tma_unsupported_reason(a, s, device);
     if (name == "conv2d_bn_silu_direct_forward")
         return "the direct kernel: each group's GEMM is too thin for tensor cores";
@@ -179,7 +182,7 @@ std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& a, const Conv2dSha
     if (!tma) return mainloop + ": " + why_not;
     const std::string hopper = tma->gathers ? "the Hopper kernel that gathers x (TMA cannot box it: " + why_not + ")"
                                             : "the TMA kernel";
-    return mainloop + ": the cost model estimates it faster for this layer than " + hopper + ", which has no split-K";
+    return mainloop + ": the cost model estimates it faster for this layer than " + hopper;
 }
 
 std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,

@@ -2,6 +2,7 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <kjit/conv.hpp>
 
@@ -17,6 +18,18 @@ namespace kjit::detail {
 /// multiprocessor (what dispatch and `kjit tune` both consider).
 [[nodiscard]] bool worth_splitting(const GemmTiles& t, int split, long long columns, int n, int k,
                                    const DeviceTraits& device);
+
+/// Output boxes of 32 pixels the Hopper op's column tiles run over for this layer: the
+/// gathering op's run across images, the 1×1 op's start anew at each image, the implicit
+/// GEMM's are its tap box's (tap_box: the layer must have one).
+[[nodiscard]] long long sm90_boxes(const Conv2dAttrs& a, const Conv2dShape& s, bool gathers);
+
+/// The Hopper tiles dispatch and `kjit tune` consider for a layer the op (gathering or not)
+/// takes: each BLOCK_M × BLOCK_N with the deepest pipeline of at least 3 stages that fits beside
+/// the op's tap table, unsplit, and split over 2, 4 or 8 blocks where each block keeps at least
+/// two K steps and the blocks fill the device at most twice (the cost model weighs the waves).
+[[nodiscard]] std::vector<Sm90Tiles> sm90_split_candidates(const Conv2dAttrs& a, const Conv2dShape& s,
+                                                           const DeviceTraits& device, bool gathers);
 
 /// The 1×1 GEMM op for pointwise layers, else the implicit-GEMM op, with these tiles.
 [[nodiscard]] std::unique_ptr<GemmConvOp> make_gemm_conv(const Conv2dAttrs& a, const GemmTiles& tiles,

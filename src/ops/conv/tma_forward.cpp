@@ -3,6 +3,7 @@
 // set and shape (what TMA reads x, w and y through).
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <deque>
 #include <mutex>
 
@@ -43,6 +44,8 @@ void Sm90Tiles::validate(int max_shared_bytes) const {
     require(stages >= 2 && stages <= deepest_pipeline, "STAGES = {} must be between 2 and {}", stages,
             deepest_pipeline);
     require(group_m > 0, "GROUP_M = {} must be positive", group_m);
+    require(split_k >= 1 && split_k <= 8,
+            "SPLIT_K = {} must be between 1 and 8 (the blocks of a portable thread-block cluster)", split_k);
     require(shared_bytes() <= static_cast<unsigned>(max_shared_bytes),
             "tiles {}x{} with {} stages need {} bytes of shared memory: the device allows {} ({} stages fit)", block_m,
             block_n, stages, shared_bytes(), max_shared_bytes, max_stages(block_m, block_n, max_shared_bytes));
@@ -78,6 +81,33 @@ std::optional<TapBox> detail::tap_box(const Conv2dAttrs& a, int oh, int ow) {
         if (!best || pixels < best_pixels) best = box, best_pixels = pixels;
     }
     return best;
+}
+
+long long detail::sm90_boxes(const Conv2dAttrs& a, const Conv2dShape& s, bool gathers) {
+    const auto [oh, ow] = conv2d_output_size(a, s);
+    if (gathers) return ceil_div(1LL * s.batch * oh * ow, 32LL);
+    if (is_pointwise(a)) return s.batch * ceil_div(1LL * oh * ow, 32LL);
+    const auto box = tap_box(a, oh, ow);
+    require(box.has_value(), "no TMA patch box fits a {}x{} output of this layer", oh, ow);
+    return box->boxes<long long>(s.batch, oh, ow);
+}
+
+std::vector<Sm90Tiles> detail::sm90_split_candidates(const Conv2dAttrs& a, const Conv2dShape& s,
+                                                     const DeviceTraits& device, bool gathers) {
+    const long long boxes = sm90_boxes(a, s, gathers);
+    const int k = s.c_in * a.kernel_h * a.kernel_w, table = static_cast<int>(tma_policy_bytes(a, gathers));
+    std::vector<Sm90Tiles> list;
+    for (int m : {128, 64})
+        for (int n : {128, 64}) {
+            const int stages = Sm90Tiles::max_stages(m, n, device.max_shared_bytes - table);
+            if (stages < 3) continue;
+            const long long tiles = geometry({m, n, stages, 8}).column_tiles(boxes) * ceil_div(s.c_out, n);
+            for (int split : {1, 2, 4, 8})
+                if (split == 1 ||
+                    (ceil_div(k, Sm90Geometry::block_k) >= 2 * split && tiles * split <= 2LL * device.multiprocessors))
+                    list.push_back({m, n, stages, 8, split});
+        }
+    return list;
 }
 
 // ---- tensor maps ------------------------------------------------------------------------------
@@ -327,7 +357,13 @@ Dims TmaConvOp::grid(ShapeView y) const {
         boxes = box->boxes<std::size_t>(y[0], y[2], y[3]);
     }
     const std::size_t tiles = geometry(tiles_).column_tiles(boxes) * ceil_div<std::size_t>(y[1], tiles_.block_n);
-    return {static_cast<unsigned>(std::clamp<std::size_t>(tiles, 1, multiprocessors_)), 1, 1};
+    // Split-K: a cluster per tile, not a persistent grid — how many clusters of one-block SMs
+    // fit at once depends on how the device's SMs group, and the hardware fills them as they free.
+    const auto split = static_cast<std::size_t>(tiles_.split_k);
+    const std::size_t blocks = split > 1 ? std::max<std::size_t>(tiles, 1) * split
+                                         : std::clamp<std::size_t>(tiles, 1, multiprocessors_);
+    require(blocks <= INT32_MAX, "{} tiles of {} blocks exceed the grid's limits: split the batch", tiles, split);
+    return {static_cast<unsigned>(blocks), 1, 1};
 }
 
 Conv2dBnSiluGemmTmaForward::Conv2dBnSiluGemmTmaForward(const Sm90Tiles& tiles, const DeviceTraits& device, float bn_eps)

@@ -386,3 +386,66 @@ TEST_CASE("the wgmma implicit GEMM that gathers x (sm_90a): every configuration 
     };
     check_every_configuration<Conv2dBnSiluGatherTmaForward>(ragged, *traits);
 }
+
+namespace {
+
+/// `op` on a grid of `clusters` clusters, fewer than its tiles: each cluster computes several
+/// tiles in turn, so its blocks hand partial tiles over more than once.
+class FewerClusters final : public RuntimeOp {
+public:
+    FewerClusters(const TmaConvOp& op, unsigned clusters) : op_(op), clusters_(clusters) {}
+    [[nodiscard]] std::size_t n_activation_inputs() const override { return op_.n_activation_inputs(); }
+    void pack_args(const OpCall& call, ArgVisitor& visitor) const override { op_.pack_args(call, visitor); }
+    [[nodiscard]] Dims grid(ShapeView) const override { return {clusters_ * op_.cluster_for_launch(0)[0], 1, 1}; }
+    [[nodiscard]] const Kernel& kernel_for_launch(std::size_t i) const override { return op_.kernel_for_launch(i); }
+    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t i) const override {
+        return op_.shared_bytes_for_launch(i);
+    }
+    [[nodiscard]] Dims cluster_for_launch(std::size_t i) const override { return op_.cluster_for_launch(i); }
+
+private:
+    const TmaConvOp& op_;
+    unsigned clusters_;
+};
+
+}  // namespace
+
+TEST_CASE("split-K on the Hopper kernels (sm_90a): clusters of 2, 3, 4 and 8 blocks, empty K shares, tiles in turn") {
+    const auto hopper = hopper_or_skip();
+    if (!hopper) return;
+    const DeviceTraits& traits = *hopper;
+    struct Layer {
+        Case c;
+        bool gathers;
+    };
+    // Each of the three kernels; K steps fewer than the blocks (blocks with no K at all), K tails,
+    // ragged channels and pixels, y stored by TMA and by the kernel itself.
+    const std::vector<Layer> layers = {
+        {{"1x1 1000 -> 24, 2x2, B=37", {}, {37, 1000, 2, 2, 24}}, false},
+        {{"1x1 4 -> 130, 8x8, B=3 (one K step)", {}, {3, 4, 8, 8, 130}}, false},
+        {{"1x1 520 -> 1000, 28x28", {}, {1, 520, 28, 28, 1000}}, false},
+        {{"3x3 24 -> 40, 12x12, B=2", k3, {2, 24, 12, 12, 40}}, false},
+        {{"3x3 s2 64 -> 48, 28x28 -> 14x14 (y stored by the kernel)", k3s2, {2, 64, 28, 28, 48}}, false},
+        {{"3x3 256 -> 255, 7x7, B=3, rows padded by 1", k3, {3, 256, 7, 7, 255}, 1}, true},
+        {{"1x1 2048 -> 512, 7x7, B=3", {}, {3, 2048, 7, 7, 512}}, true},
+        {{"1x1 40 -> 24, one pixel (M = 1)", {}, {1, 40, 1, 1, 24}}, true},
+        {{"3x3 s2 36 -> 64, 13x13 -> 7x7, B=37", k3s2, {37, 36, 13, 13, 64}}, true},
+    };
+    constexpr int splits[] = {2, 3, 4, 8};
+    for (const Sm90Tiles tiles : {Sm90Tiles{128, 128, 5, 8}, Sm90Tiles{64, 64, 8, 8}})
+        for (int split : test::configurations_to_test(std::span<const int>(splits)))
+            for (const auto& [c, gathers] : layers) {
+                Sm90Tiles t = tiles;
+                t.split_k = split;
+                const auto op = detail::make_tma_conv(c.attrs, t, traits, gathers);
+                CAPTURE(op->kernel().id());
+                CAPTURE(split);
+                CAPTURE(c.name);
+                const Outcome o = run(*op, c, rng());
+                CAPTURE(o.error);
+                check(o, 2e-3);
+                const Outcome in_turn = run(FewerClusters(*op, 3), c, rng());
+                CAPTURE(in_turn.error);
+                check(in_turn, 2e-3);
+            }
+}

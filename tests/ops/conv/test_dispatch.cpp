@@ -5,6 +5,7 @@
 
 #include <kjit/conv.hpp>
 
+#include "ops/conv/gemm_forward.hpp"
 #include "ops/op_test_support.hpp"
 #include "support.hpp"
 
@@ -62,11 +63,10 @@ TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwi
     const auto big = gemm({32, 256, 56, 56, 64});
     CHECK(small.block_m * small.block_n < big.block_m * big.block_n);
     // Deep layers with few tiles are split over K on devices with clusters, never elsewhere.
-    // (A Hopper pick has no split-K: 0.)
     auto split_of = [&](const Conv2dShape& shape, const DeviceTraits& d) {
         auto op = dispatch_conv2d_bn_silu({}, shape, d);
-        const auto* g = dynamic_cast<Conv2dBnSiluGemmForward*>(op.get());
-        return g ? g->split_k() : 0;
+        if (const auto* t = dynamic_cast<TmaConvOp*>(op.get())) return t->tiles().split_k;
+        return dynamic_cast<Conv2dBnSiluGemmForward&>(*op).split_k();
     };
     CHECK(split_of({1, 2048, 7, 7, 512}, h200) > 1);
     CHECK(split_of({1, 2048, 7, 7, 512}, a100) == 1);
@@ -100,11 +100,15 @@ TEST_CASE(
     CHECK(conv2d_tma_unsupported_reason({}, {8, 64, 28, 28, 64}, h200).empty());
     // Every pick has a pipeline of at least 3 stages and tiles that fit; a small layer gets
     // smaller tiles than a large one, so the grid still covers the device.
-    // Deep and small: the cost model prefers split-K on the sm80 mainloop, and run's reason says so.
-    CHECK_FALSE(tma({1, 1024, 14, 14, 256}).has_value());
-    CHECK(conv2d_bn_silu_dispatch_reason({}, {1, 1024, 14, 14, 256}, h200).find("no split-K") != std::string::npos);
-    CHECK(conv2d_bn_silu_dispatch_reason({}, {8, 2048, 7, 7, 512}, h200).find("sm80 mainloop") != std::string::npos);
-    CHECK(conv2d_bn_silu_dispatch_reason({}, {32, 256, 56, 56, 64}, h200).find("TMA + wgmma") != std::string::npos);
+    // Deep and small: too few tiles for the SMs, so the Hopper kernel splits K over a cluster,
+    // and run's reason says so; a layer of many tiles does not.
+    REQUIRE(tma({1, 1024, 14, 14, 256}).has_value());
+    CHECK(tma({1, 1024, 14, 14, 256})->split_k > 1);
+    CHECK(conv2d_bn_silu_dispatch_reason({}, {1, 1024, 14, 14, 256}, h200).find("K split over a cluster of") !=
+          std::string::npos);
+    CHECK(conv2d_bn_silu_dispatch_reason({}, {8, 2048, 7, 7, 512}, h200).find("x gathered") != std::string::npos);
+    CHECK(conv2d_bn_silu_dispatch_reason({}, {32, 256, 56, 56, 64}, h200) == "the TMA + wgmma 1x1 kernel (sm_90a)");
+    CHECK(tma({32, 256, 56, 56, 64})->split_k == 1);
     REQUIRE(tma({4, 256, 28, 28, 256}).has_value());
     REQUIRE(tma({32, 256, 56, 56, 256}).has_value());
     const auto small = *tma({4, 256, 28, 28, 256}), big = *tma({32, 256, 56, 56, 256});
@@ -183,15 +187,17 @@ TEST_CASE("the Hopper implicit GEMM: the layers TMA takes, its patch boxes, its 
     CHECK(picked->kernel_for_launch(0).name() == "conv2d_bn_silu_tma_forward");
     CHECK(conv2d_bn_silu_dispatch_reason(k3, {32, 64, 80, 80, 64}, h200) == "the TMA + wgmma implicit GEMM (sm_90a)");
     const auto one_image = dispatch_conv2d_bn_silu(k3, {1, 128, 28, 28, 128}, h200);
-    CHECK(one_image->kernel_for_launch(0).name() == "conv2d_bn_silu_forward");
-    CHECK(conv2d_bn_silu_dispatch_reason(k3, {1, 128, 28, 28, 128}, h200).find("split-K") != std::string::npos);
+    REQUIRE(dynamic_cast<const TmaConvOp*>(one_image.get()) != nullptr);
+    CHECK(dynamic_cast<const TmaConvOp&>(*one_image).tiles().split_k > 1);
+    CHECK(conv2d_bn_silu_dispatch_reason(k3, {1, 128, 28, 28, 128}, h200).find("K split over") != std::string::npos);
     CHECK(conv2d_bn_silu_dispatch_reason(k3, {8, 64, 14, 14, 64}, h200).find("W a multiple of 4") != std::string::npos);
     const auto made = make_conv2d_bn_silu(k3, {8, 64, 28, 28, 64}, "TMA=1 BLOCK_M=64 BLOCK_N=128 STAGES=4", h200);
     CHECK(made->kernel_for_launch(0).name() == "conv2d_bn_silu_tma_forward");
     CHECK(conv2d_bn_silu_config(*made) == "TMA=1 BLOCK_M=64 BLOCK_N=128 STAGES=4 GROUP_M=8");
     const auto candidates = conv2d_bn_silu_candidates(k3, {8, 64, 28, 28, 64}, h200);
     CHECK(std::count_if(candidates.begin(), candidates.end(), [](const std::string& c) {
-              return c.starts_with("TMA=1") && c.find("GATHER") == std::string::npos;
+              return c.starts_with("TMA=1") && c.find("GATHER") == std::string::npos &&
+                     c.find("SPLIT_K") == std::string::npos;
           }) == static_cast<long>(Sm90Tiles::configurations().size()));
     CHECK(error_of([&] {
               (void)make_conv2d_bn_silu(k3, {8, 64, 14, 14, 64}, "TMA=1 BLOCK_M=64 BLOCK_N=128 STAGES=4", h200);
@@ -242,7 +248,8 @@ TEST_CASE("the gathering Hopper kernel: layers TMA cannot box, its grid, its con
     auto hopper_candidates = [&](const Conv2dAttrs& a, const Conv2dShape& s, bool gathered) {
         const auto list = conv2d_bn_silu_candidates(a, s, h200);
         return std::count_if(list.begin(), list.end(), [&](const std::string& c) {
-            return c.starts_with("TMA=1") && (c.find("GATHER=1") != std::string::npos) == gathered;
+            return c.starts_with("TMA=1") && (c.find("GATHER=1") != std::string::npos) == gathered &&
+                   c.find("SPLIT_K") == std::string::npos;
         });
     };
     const auto all = static_cast<long>(Sm90Tiles::configurations().size());
@@ -275,6 +282,48 @@ TEST_CASE("the gathering Hopper kernel: layers TMA cannot box, its grid, its con
     CHECK(op.op_for(weight).kernel_for_launch(0).name() == "conv2d_bn_silu_forward");
     Recorder r;
     CHECK(error_of([&] { op.pack_args(weight, r); }).find("weight") != std::string::npos);
+}
+
+TEST_CASE("split-K on the Hopper kernels: configuration text, rules, clusters, grid, candidates and dispatch") {
+    const DeviceTraits h200{132, 232448, Arch(9, 0)};
+    const Conv2dAttrs k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+    // SPLIT_K names the cluster; it is a launch constant, so every split runs one cubin.
+    const auto split = make_conv2d_bn_silu({}, {8, 2048, 7, 7, 512},
+                                           "TMA=1 GATHER=1 BLOCK_M=64 BLOCK_N=128 STAGES=8 SPLIT_K=4", h200);
+    const auto& op = dynamic_cast<const TmaConvOp&>(*split);
+    CHECK(op.tiles().split_k == 4);
+    CHECK(conv2d_bn_silu_config(op) == "TMA=1 GATHER=1 BLOCK_M=64 BLOCK_N=128 STAGES=8 GROUP_M=8 SPLIT_K=4");
+    const auto plain = make_conv2d_bn_silu({}, {8, 2048, 7, 7, 512}, "TMA=1 GATHER=1 BLOCK_M=64 BLOCK_N=128 STAGES=8",
+                                           h200);
+    CHECK(plain->kernel_for_launch(0).id() == op.kernel().id());
+    CHECK(plain->cluster_for_launch(0) == Dims{1, 1, 1});
+    CHECK(op.cluster_for_launch(0) == Dims{4, 1, 1});
+    // A cluster per tile: 8 images of 49 pixels are 13 boxes, 7 column tiles of 64 × 4 row tiles.
+    const std::size_t y[] = {8, 512, 7, 7};
+    CHECK(op.grid(y)[0] == 28 * 4);
+    CHECK(dynamic_cast<const TmaConvOp&>(*plain).grid(y)[0] == 28);
+    for (const char* bad : {"SPLIT_K=0", "SPLIT_K=9"})
+        CHECK(error_of([&] {
+                  (void)make_conv2d_bn_silu(k3, {8, 64, 28, 28, 64},
+                                            std::string("TMA=1 BLOCK_M=128 BLOCK_N=128 STAGES=4 ") + bad, h200);
+              }).find("between 1 and 8") != std::string::npos);
+    // `kjit tune` times a split only where the tiles leave SMs idle and each block keeps two K
+    // steps; dispatch picks among the same.
+    auto splits = [&](const Conv2dAttrs& a, const Conv2dShape& s) {
+        const auto list = conv2d_bn_silu_candidates(a, s, h200);
+        return std::count_if(list.begin(), list.end(), [](const std::string& c) {
+            return c.starts_with("TMA=1") && c.find("SPLIT_K") != std::string::npos;
+        });
+    };
+    CHECK(splits({}, {1, 2048, 7, 7, 512}) > 0);
+    CHECK(splits(k3, {1, 256, 14, 14, 256}) > 0);
+    CHECK(splits({}, {32, 256, 56, 56, 64}) == 0);  // 1568 column tiles
+    CHECK(splits({}, {1, 32, 14, 14, 2048}) == 0);  // one K step
+    for (const auto& t : detail::sm90_split_candidates({}, {1, 2048, 7, 7, 512}, h200, true)) {
+        CAPTURE(t.split_k);
+        CHECK(t.stages >= 3);
+        CHECK(2048 / 32 >= 2 * t.split_k);
+    }
 }
 
 TEST_CASE("device traits are stated in full: no count may be zero or negative") {

@@ -232,8 +232,10 @@ TEST_CASE("the TMA kernels build for sm_90a only: TMA, wgmma and setmaxnreg, uns
             running.push_back(std::async(std::launch::async, [k, t, rank, gathers, &sm90a] {
                 const Compiled c = compile(k, sm90a);
                 // CHECK is not thread-safe in doctest: collect, check on the main thread.
-                std::vector<std::string> wanted = {"wgmma.mma_async", "cp.async.bulk.tensor." + rank,
-                                                   "mbarrier.try_wait"};
+                // Split-K's hand-over: arrivals on another block's barrier, partials read from it.
+                std::vector<std::string> wanted = {
+                    "wgmma.mma_async", "cp.async.bulk.tensor." + rank, "mbarrier.try_wait",
+                    "mbarrier.arrive.release.cluster.shared::cluster", "ld.shared::cluster.v4.f32"};
                 wanted.push_back(gathers ? "cp.async.mbarrier.arrive.noinc"
                                          : "cp.async.bulk.tensor." + rank + ".global.shared::cta");
                 for (const std::string& instruction : wanted)
