@@ -91,7 +91,10 @@ struct Columns {
     };
     __device__ __forceinline__ Loader loader(int tile_m, unsigned table) const { return {*this, tile_m, table}; }
 
-    __device__ static gemm::sm90::PixelMajorFragments fragments(int, int, unsigned) { return {}; }
+    __device__ static gemm::sm90::PixelMajorFragments fragments(int, int, unsigned, gemm::sm90::ThreadPixels rows)
+    {
+        return {rows};
+    }
     __device__ static unsigned y_offset(int channel, int pixel) { return swizzled(channel, pixel); }
 
     /// Box i of a tile, rows row0… of y, from its output box `src`: 32 consecutive columns per

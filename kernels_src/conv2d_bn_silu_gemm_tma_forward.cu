@@ -28,7 +28,10 @@ struct Columns {
     static constexpr bool gathers = false;  // TMA reads x and writes y
     static constexpr auto y_store = gemm::sm90::YStore::tma;
     /// A's elements of a tile: boxes are whole 128-byte-swizzled rows, 32 of K × 32 pixels.
-    __device__ static gemm::sm90::PixelMajorFragments fragments(int, int, unsigned) { return {}; }
+    __device__ static gemm::sm90::PixelMajorFragments fragments(int, int, unsigned, gemm::sm90::ThreadPixels rows)
+    {
+        return {rows};
+    }
     __device__ static void prepare(unsigned) {}  // no shared memory of its own
     __device__ static unsigned y_offset(int channel, int pixel) { return gemm::sm90::swizzled(channel, pixel); }
 

@@ -3,19 +3,88 @@
 //   Y[n, j] = silu(scale[n] · Σ_k W[n, k] · patch_j[k] + shift[n]),  k = (ci, kh, kw),
 // on the TMA + wgmma path (kjit/gemm_sm90.cuh). W is read in PyTorch's layout, K contiguous per
 // output channel, so a K step is 32 consecutive (channel, tap) pairs; its X box is the input
-// patch its 32 output pixels see in the few channels those k touch (kjit::TapBox), one TMA copy
-// whose zero fill is the conv's padding past the image's right and bottom edges. TMA starts a box
-// only at a non-negative, 16-byte-aligned column (elsewhere the copy is an illegal instruction,
-// measured on the H200): the top and left padding is left out of the copy and read as zero.
-// Each consumer thread finds its A elements in the patch by (channel, tap, pixel). Tensor maps:
-//   x_map {W, H, C_IN, B}, boxes patch_w × patch_h × box_channels × 1, dense;
-//   w_map {C_IN·KH·KW, C_OUT}, boxes 32 × BLOCK_N, 128-byte swizzled;
-//   y_map {OW, OH, C_OUT, B} with y's row stride, boxes BOX_W × 32/BOX_W × BLOCK_N × 1, dense —
-//   or, where TMA cannot write y (OW or the row stride no multiple of 4: 14 × 14 outputs of a
-//   stride-2 layer), no map: the consumers store their boxes themselves, masked at the edges.
-// This file is the column policy: which patch and output box a tile's columns are.
+// patch its 32 output pixels see in the few channels those k touch, one TMA copy whose zero fill
+// pads it past the tensor's end. TMA starts a box only at a non-negative, 16-byte-aligned
+// element (elsewhere the copy is an illegal instruction, measured on the H200): a load starts at
+// or before the patch, and what lies before the image reads as zero. Each consumer thread finds
+// its A elements in the patch by (channel, tap, pixel). Two column policies, chosen per call:
+//   taps_sm90 (W a multiple of 4): output boxes of BOX_W × 32/BOX_W pixels (kjit::TapBox);
+//     x_map {W, H, C_IN, B}, boxes patch_w × patch_h × box_channels × 1, dense;
+//     y_map {OW, OH, C_OUT, B} with y's row stride, boxes BOX_W × 32/BOX_W × BLOCK_N × 1, dense;
+//   rows_sm90 (image rows no multiple of 16 bytes: 14×14, 10×10, 7×7): output boxes of 32
+//     consecutive pixels of an image, their patch the whole input rows they reach, flattened
+//     (kjit::RowsBox); x_map {H·W, C_IN, B}, boxes span × box_channels × 1 — or, where H·W is
+//     no multiple of 4 either, {C_IN·H·W, B}, boxes of box_channels consecutive planes' spans;
+//     y_map {OH·OW, C_OUT, B} with y's row stride, boxes 32 × BLOCK_N × 1, 128-byte swizzled.
+// W: w_map {C_IN·KH·KW, C_OUT}, boxes 32 × BLOCK_N, 128-byte swizzled. Where TMA cannot write y
+// (rows of OH·OW or OW floats, or a row stride, no multiple of 4) there is no y map: the consumers
+// store their boxes themselves, masked at the edges.
+// This file is the column policies: which patch and output box a tile's columns are.
 #include "kjit/divisor.cuh"
 #include "kjit/gemm_sm90.cuh"
+
+namespace conv_sm90 {
+
+/// What both policies share: the (channel, tap) table (kjit::TapTable) and reading A from a
+/// patch through it. Table entry (s, k_step) is where k = 32·s + k_step sits in a patch —
+/// channel c (counted from the step's first) and tap (r, q) as a byte offset, with r and q
+/// beside it for the padding's mask.
+struct Patches {
+    kjit::Divisor taps, kw, period;     // KH·KW, KW, the table's steps
+    unsigned channel_bytes, row_bytes;  // one channel's patch, one patch row
+
+    __device__ __forceinline__ void prepare(unsigned table) const
+    {
+        for (int i = threadIdx.x; i < static_cast<int>(period.d) * 32; i += blockDim.x) {
+            const unsigned k0 = i / 32 * 32u, k = k0 + i % 32;
+            const unsigned c = taps.div(k), tap = k - c * taps.d, r = kw.div(tap), q = tap - r * kw.d;
+            const unsigned offset = (c - taps.div(k0)) * channel_bytes + r * row_bytes + q * 4;
+            kjit::store_shared(table + 4 * i, __uint_as_float(offset | r << 16 | q << 24));
+        }
+    }
+    /// The table row of K step kt.
+    __device__ __forceinline__ unsigned step(unsigned table, int kt) const
+    {
+        return table + 128 * (kt - period.div(kt) * period.d);
+    }
+    /// The channel a K step's patch starts at.
+    __device__ __forceinline__ int first_channel(int kt) const { return taps.div(32 * kt); }
+};
+
+/// A's elements of one X box for this thread's two rows: pixel `half` reads, for a table entry
+/// (channel, r, q), the patch element at its `base` (in bytes) + the entry's offset, masked to
+/// zero where (row + r, col + q) leaves [0, rows) × [0, cols) — branch-free: a masked read loads
+/// the box's first element. Where the box's start moves with the step's first channel c0 (less
+/// than a 16-byte step: patches of flattened rows across planes of `plane` elements), a step
+/// adds ((c0·plane + first) mod 4) elements to every entry.
+struct PatchFragments {
+    const Patches& patches;
+    unsigned table;
+    int row[2], col[2], base[2];
+    int rows, cols, plane, first;
+
+    struct Step {
+        unsigned row, rebase;
+    };
+    __device__ __forceinline__ Step step(int kt) const
+    {
+        return {patches.step(table, kt), ((patches.first_channel(kt) * plane + first) & 3) * 4u};
+    }
+    __device__ __forceinline__ unsigned k_entry(const Step& s, int k_step) const
+    {
+        return __float_as_uint(kjit::load_shared(s.row + 4 * k_step)) + s.rebase;  // offsets < 4096: no carry
+    }
+    __device__ __forceinline__ float at(unsigned box, unsigned entry, int half) const
+    {
+        const int r = entry >> 16 & 0xff, q = entry >> 24;
+        const bool inside = static_cast<unsigned>(row[half] + r) < static_cast<unsigned>(rows) &&
+                            static_cast<unsigned>(col[half] + q) < static_cast<unsigned>(cols);
+        const float v = kjit::load_shared(inside ? box + (entry & 0xffff) + base[half] : box);
+        return inside ? v : 0.0f;
+    }
+};
+
+}  // namespace conv_sm90
 
 namespace taps_sm90 {
 
@@ -32,8 +101,7 @@ struct Columns {
     bool y_by_tma;
     kjit::TapBox patch;
     int boxes_w, boxes_per_image, pad, box_w_log2;
-    kjit::Divisor taps, kw, period;     // KH·KW, KW, the (channel, tap) table's steps
-    unsigned channel_bytes, row_bytes;  // one channel's patch, one patch row
+    conv_sm90::Patches patches;
 
     struct Box {
         int ow0, oh0, b;
@@ -48,10 +116,10 @@ struct Columns {
     static constexpr auto y_store = gemm::sm90::YStore::per_call;  // rows where TMA cannot write y
     __device__ bool stores_by_tma() const { return y_by_tma; }
 
-    /// Where box i's patch is loaded from: TMA starts a box only at a non-negative column on a
-    /// 16-byte boundary, so the load starts at row max(ih, 0) and column max(iw, 0) rounded
-    /// down to 4; the patch then sits `shift` rows and columns into the box, and rows and
-    /// columns of the padding before the image (a negative shift) read as zero.
+    /// Where box i's patch is loaded from: at row max(ih, 0) and column max(iw, 0) rounded down
+    /// to 4; the patch then sits `shift` rows and columns into the box, and rows and columns of
+    /// the padding before the image (a negative shift) read as zero. Past the image's right and
+    /// bottom edges the box is zero-filled.
     struct Patch {
         int ih, iw, shift_rows, shift_cols;
     };
@@ -62,52 +130,23 @@ struct Columns {
         return {load_h, load_w, ih - load_h, iw - load_w};
     }
 
-    /// The (channel, tap) table (kjit::TapTable) in `table`: entry (s, k_step) is where
-    /// k = 32·s + k_step sits in a patch — channel c (counted from the step's first) and tap
-    /// (r, q) as a byte offset, with r and q beside it for the padding's mask.
-    __device__ __forceinline__ void prepare(unsigned table) const
-    {
-        for (int i = threadIdx.x; i < static_cast<int>(period.d) * 32; i += blockDim.x) {
-            const unsigned k0 = i / 32 * 32u, k = k0 + i % 32;
-            const unsigned c = taps.div(k), tap = k - c * taps.d, r = kw.div(tap), q = tap - r * kw.d;
-            const unsigned offset = (c - taps.div(k0)) * channel_bytes + r * row_bytes + q * 4;
-            kjit::store_shared(table + 4 * i, __uint_as_float(offset | r << 16 | q << 24));
-        }
-    }
+    __device__ __forceinline__ void prepare(unsigned table) const { patches.prepare(table); }
 
-    /// A's elements of one box of a tile: patch_j[k] for the table entry of k; pixel j sits dy
-    /// rows and dx columns into the box, so it reads patch row dy·stride + r, column
-    /// dx·stride + q.
-    struct Fragments {
-        const Columns& columns;
-        unsigned table;
-        int shift_rows, shift_cols;
-        /// The table row of K step kt.
-        __device__ __forceinline__ unsigned step(int kt) const
-        {
-            return table + 128 * (kt - columns.period.div(kt) * columns.period.d);
-        }
-        __device__ __forceinline__ unsigned k_entry(unsigned row, int k_step) const
-        {
-            return __float_as_uint(kjit::load_shared(row + 4 * k_step));
-        }
-        /// Branch-free: a read of the skipped padding loads the box's first element and is zeroed.
-        __device__ __forceinline__ float at(unsigned box, unsigned entry, int pixel) const
-        {
-            const Columns& c = columns;
-            const int row = (pixel >> c.box_w_log2) * c.patch.stride + shift_rows;
-            const int col = (pixel & (c.patch.box_w - 1)) * c.patch.stride + shift_cols;
-            const int r = entry >> 16 & 0xff, q = entry >> 24;
-            const bool inside = (row + r | col + q) >= 0;
-            const unsigned at = box + (entry & 0xffff) + row * static_cast<int>(c.row_bytes) + col * 4;
-            const float v = kjit::load_shared(inside ? at : box);
-            return inside ? v : 0.0f;
-        }
-    };
-    __device__ __forceinline__ Fragments fragments(int tile_m, int i, unsigned table) const
+    /// A's elements of one box of a tile: pixel j sits dy rows and dx columns into the box, so it
+    /// reads patch row dy·stride + r, column dx·stride + q (only the padding before the image
+    /// needs the mask: what lies past it the box holds as zeros).
+    __device__ __forceinline__ conv_sm90::PatchFragments fragments(int tile_m, int i, unsigned table,
+                                                                   gemm::sm90::ThreadPixels pixels) const
     {
         const Patch p = patch_of(box(tile_m, i));
-        return {*this, table, p.shift_rows, p.shift_cols};
+        conv_sm90::PatchFragments f{patches, table, {}, {}, {}, 1 << 30, 1 << 30, 0, 0};
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            f.row[half] = (pixels.pixel[half] >> box_w_log2) * patch.stride + p.shift_rows;
+            f.col[half] = (pixels.pixel[half] & (patch.box_w - 1)) * patch.stride + p.shift_cols;
+            f.base[half] = f.row[half] * static_cast<int>(patches.row_bytes) + f.col[half] * 4;
+        }
+        return f;
     }
 
     /// Output boxes are dense: BLOCK_N channels × 32 pixels.
@@ -124,7 +163,8 @@ struct Columns {
             for (int i = 0; i < BLOCK_M / 32; ++i) {
                 const Box b = columns.box(tile_m, i);
                 const Patch p = columns.patch_of(b);
-                kjit::tma_load(dst + i * slot_bytes, columns.x_map, p.iw, p.ih, columns.taps.div(32 * kt), b.b, bar);
+                kjit::tma_load(dst + i * slot_bytes, columns.x_map, p.iw, p.ih, columns.patches.first_channel(kt), b.b,
+                               bar);
             }
         }
     };
@@ -150,36 +190,157 @@ struct Columns {
 
 }  // namespace taps_sm90
 
+namespace rows_sm90 {
+
+using gemm::sm90::swizzled;
+
+/// GEMM columns as boxes of 32 consecutive output pixels j of an image (flat over its OH·OW),
+/// ⌈OH·OW / 32⌉ boxes an image; a tile is BLOCK_M/32 consecutive boxes (tiles run across
+/// images). A box's patch is the input rows its pixels' taps reach, each whole, flattened:
+/// element (c, ih, iw) at c·pitch + ih·W + iw − start, `start` where the load began.
+template <int BLOCK_M>
+struct Columns {
+    const kjit::TensorMap& x_map;
+    const kjit::TensorMap& y_map;
+    float* y;
+    int B, C_OUT, H, W, OH, OW, stride, pad, y_row_stride;
+    bool y_by_tma;
+    kjit::RowsBox patch;
+    int boxes_per_image;
+    conv_sm90::Patches patches;
+
+    struct Box {
+        int j0, b;
+    };
+    __device__ __forceinline__ Box box(int tile_m, int i) const
+    {
+        const int s = tile_m * (BLOCK_M / 32) + i, b = s / boxes_per_image;
+        return {(s - b * boxes_per_image) * 32, b};
+    }
+    static constexpr bool gathers = false;                         // TMA reads x
+    static constexpr auto y_store = gemm::sm90::YStore::per_call;  // rows where TMA cannot write y
+    __device__ bool stores_by_tma() const { return y_by_tma; }
+
+    /// The first element of box p's patch in a channel plane: the first input row its pixels
+    /// reach, max(ih, 0), at column 0.
+    __device__ __forceinline__ int first_element(const Box& p) const { return max((p.j0 / OW) * stride - pad, 0) * W; }
+    /// Where TMA starts box p's copy for channels c0…, in the map's innermost dimension (a plane
+    /// of H·W, or all C_IN of them): its first element, rounded down to a 16-byte boundary.
+    __device__ __forceinline__ int load_start(const Box& p, int c0) const
+    {
+        return ((patch.planes_apart ? c0 * H * W : 0) + first_element(p)) & ~3;
+    }
+
+    __device__ __forceinline__ void prepare(unsigned table) const { patches.prepare(table); }
+
+    /// A's elements of one box of a tile: pixel j0 + p is output (oh, ow), its taps read input
+    /// (oh·stride − pad + r, ow·stride − pad + q), masked to the image on every side (a row's
+    /// neighbours in the flattened patch are the rows before and after it), at
+    /// ih·W + iw − first + ((c0·plane + first) mod 4) of the channel's run (start_of).
+    __device__ __forceinline__ conv_sm90::PatchFragments fragments(int tile_m, int i, unsigned table,
+                                                                   gemm::sm90::ThreadPixels pixels) const
+    {
+        const Box p = box(tile_m, i);
+        const int first = first_element(p);
+        conv_sm90::PatchFragments f{patches, table, {}, {}, {}, H, W, patch.planes_apart ? H * W : 0, first};
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int j = min(p.j0 + pixels.pixel[half], OH * OW - 1);  // past the image: any pixel's, clipped
+            const int oh = j / OW, ow = j - oh * OW;
+            f.row[half] = oh * stride - pad;
+            f.col[half] = ow * stride - pad;
+            f.base[half] = (f.row[half] * W + f.col[half] - first) * 4;
+        }
+        return f;
+    }
+
+    /// Output boxes are 128-byte-swizzled rows of 32 pixels, one per channel (the y map's).
+    __device__ static unsigned y_offset(int channel, int pixel) { return swizzled(channel, pixel); }
+
+    /// A tile's patches, one TMA copy per box and K step.
+    struct Loader {
+        const Columns& columns;
+        int tile_m;
+        __device__ __forceinline__ unsigned x_box_tx_bytes() const { return columns.patch.bytes(); }
+        __device__ __forceinline__ void load(unsigned dst, unsigned slot_bytes, int kt, unsigned bar) const
+        {
+            const Columns& c = columns;
+            const int c0 = c.patches.first_channel(kt);
+#pragma unroll
+            for (int i = 0; i < BLOCK_M / 32; ++i) {
+                const Box b = c.box(tile_m, i);
+                const int start = c.load_start(b, c0);
+                if (c.patch.planes_apart) kjit::tma_load(dst + i * slot_bytes, c.x_map, start, b.b, bar);
+                else kjit::tma_load(dst + i * slot_bytes, c.x_map, start, c0, b.b, bar);
+            }
+        }
+    };
+    __device__ __forceinline__ Loader loader(int tile_m, unsigned) const { return {*this, tile_m}; }
+    __device__ __forceinline__ void store(unsigned src, int tile_m, int i, int row0) const
+    {
+        const Box p = box(tile_m, i);
+        kjit::tma_store(y_map, src, p.j0, row0, p.b);
+    }
+    /// Without a y map: box i of a tile, rows row0… of y, from its output box `src`: 32
+    /// consecutive pixels per store, none past the image or the last one.
+    template <int BLOCK_N>
+    __device__ __forceinline__ void store_rows(unsigned src, int tile_m, int i, int row0, int N) const
+    {
+        const Box p = box(tile_m, i);
+        const int pixel = threadIdx.x % 32, j = p.j0 + pixel;
+        if (p.b >= B || j >= OH * OW) return;
+        float* out = y + (1LL * p.b * C_OUT + row0) * y_row_stride + j;
+        gemm::sm90::store_pixel_channels<BLOCK_N, Columns>(out, y_row_stride, src, pixel, row0, N);
+    }
+};
+
+}  // namespace rows_sm90
+
 template <int BLOCK_M, int BLOCK_N, int STAGES, int GROUP_M>
 __device__ __forceinline__ void conv2d_bn_silu_tma_forward(const kjit::TensorMap& x_map, const kjit::TensorMap& w_map,
                                                            const kjit::TensorMap& y_map, float* y,
                                                            const float* bn_scale, const float* bn_shift, int B,
-                                                           int C_IN, int C_OUT, int OH, int OW, int KH, int KW,
-                                                           int stride, int pad, int box_w, int box_channels,
-                                                           int y_row_stride, int y_by_tma)
+                                                           int C_IN, int H, int W, int C_OUT, int OH, int OW, int KH,
+                                                           int KW, int stride, int pad, int box_w, int box_rows,
+                                                           int box_channels, int planes_apart, int y_row_stride,
+                                                           int y_by_tma)
 {
-    const kjit::TapBox patch{box_w, box_channels, KH, KW, stride};
-    const int boxes_w = kjit::ceil_div(OW, box_w);
-    const taps_sm90::Columns<BLOCK_M> columns{x_map,
-                                              y_map,
-                                              y,
-                                              B,
-                                              C_OUT,
-                                              OH,
-                                              OW,
-                                              y_row_stride,
-                                              y_by_tma != 0,
-                                              patch,
-                                              boxes_w,
-                                              kjit::ceil_div(OH, patch.rows()) * boxes_w,
-                                              pad,
-                                              __ffs(box_w) - 1,
-                                              kjit::Divisor(KH * KW),
-                                              kjit::Divisor(KW),
-                                              kjit::Divisor(kjit::TapTable{KH * KW}.period()),
-                                              static_cast<unsigned>(patch.patch_h() * patch.patch_w() * 4),
-                                              static_cast<unsigned>(patch.patch_w() * 4)};
-    const int tiles_m = kjit::Sm90Geometry{BLOCK_M, BLOCK_N, STAGES}.column_tiles(patch.boxes(B, OH, OW));
-    gemm::sm90::gemm_bn_silu<BLOCK_M, BLOCK_N, STAGES, GROUP_M>(columns, w_map, tiles_m, C_OUT, C_IN * KH * KW,
-                                                                bn_scale, bn_shift);
+    constexpr kjit::Sm90Geometry G{BLOCK_M, BLOCK_N, STAGES};
+    const int taps = KH * KW, K = C_IN * taps;
+    if (box_w > 0) {  // tap boxes
+        const kjit::TapBox patch{box_w, box_channels, KH, KW, stride};
+        const conv_sm90::Patches patches{
+            kjit::Divisor(taps), kjit::Divisor(KW), kjit::Divisor(kjit::TapTable{taps}.period()),
+            static_cast<unsigned>(patch.patch_h() * patch.patch_w() * 4), static_cast<unsigned>(patch.patch_w() * 4)};
+        const int boxes_w = kjit::ceil_div(OW, box_w), boxes_per_image = kjit::ceil_div(OH, patch.rows()) * boxes_w;
+        const taps_sm90::Columns<BLOCK_M> columns{
+            x_map,        y_map,         y,     B,       C_OUT,           OH,  OW,
+            y_row_stride, y_by_tma != 0, patch, boxes_w, boxes_per_image, pad, __ffs(box_w) - 1,
+            patches};
+        gemm::sm90::gemm_bn_silu<BLOCK_M, BLOCK_N, STAGES, GROUP_M>(
+            columns, w_map, G.column_tiles(patch.boxes(B, OH, OW)), C_OUT, K, bn_scale, bn_shift);
+    } else {  // whole rows, flattened
+        const kjit::RowsBox patch{box_rows, box_channels, W, H * W, planes_apart != 0};
+        const conv_sm90::Patches patches{kjit::Divisor(taps), kjit::Divisor(KW),
+                                         kjit::Divisor(kjit::TapTable{taps}.period()),
+                                         static_cast<unsigned>(patch.pitch() * 4), static_cast<unsigned>(W * 4)};
+        const rows_sm90::Columns<BLOCK_M> columns{x_map,
+                                                  y_map,
+                                                  y,
+                                                  B,
+                                                  C_OUT,
+                                                  H,
+                                                  W,
+                                                  OH,
+                                                  OW,
+                                                  stride,
+                                                  pad,
+                                                  y_row_stride,
+                                                  y_by_tma != 0,
+                                                  patch,
+                                                  kjit::ceil_div(OH * OW, 32),
+                                                  patches};
+        gemm::sm90::gemm_bn_silu<BLOCK_M, BLOCK_N, STAGES, GROUP_M>(columns, w_map, G.column_tiles(B, OH * OW), C_OUT,
+                                                                    K, bn_scale, bn_shift);
+    }
 }

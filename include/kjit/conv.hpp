@@ -180,7 +180,12 @@ public:
     [[nodiscard]] const RuntimeOp& op_for(const OpCall& call) const override;
     /// Throws UsageError where TMA cannot take the tensors (their strides or alignment).
     void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
+    /// The grid for this output; the implicit GEMM's output boxes depend on the input's width as
+    /// well, so this counts the more numerous of its two layouts (the kernel takes any grid: a
+    /// block or cluster without a tile returns). forward() launches grid_for_launch's, exact.
     [[nodiscard]] Dims grid(ShapeView output_shape) const override;
+    [[nodiscard]] Dims grid_for_launch(std::size_t launch, std::span<const ShapeView> input_shapes,
+                                       ShapeView output_shape) const override;
     /// The tiles' shared memory and the column policy's own (the implicit GEMM's tap table).
     [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override {
         return tiles_.shared_bytes() + policy_bytes_;
@@ -222,20 +227,25 @@ public:
 /// Conv2d (any kernel size up to 64 taps, stride, padding; ungrouped, dilation 1) + BN + SiLU on
 /// Hopper (kernels_src/conv2d_bn_silu_tma_forward.cu): the implicit GEMM of Conv2dBnSiluForward on
 /// the TMA + wgmma path. W is read in place (K = C_IN·KH·KW per output channel); each K step's X
-/// box is the input patch of 32 output pixels — BOX_W along a row × 32/BOX_W rows, BOX_W chosen
-/// per shape — in the input channels the step's 32 k touch, one TMA copy whose zero fill is the
-/// padding. TMA needs W and C_IN·KH·KW multiples of 4 and a 16-byte aligned x and weight; y
-/// goes through a tensor map where TMA can write it (OW and the row stride multiples of 4, y
-/// aligned), else the kernel stores it itself (y_by_tma = 0, y_map empty).
+/// box is the input patch of 32 output pixels in the input channels the step's 32 k touch, one
+/// TMA copy whose zero fill pads it: where W is a multiple of 4, BOX_W pixels along a row ×
+/// 32/BOX_W rows (box_w > 0, chosen per shape); elsewhere (14×14, 10×10, 7×7 images) 32
+/// consecutive pixels of an image and the whole input rows they reach, flattened (box_w = 0,
+/// box_rows of them; planes_apart where H·W is no multiple of 4 either). TMA needs W, H·W or
+/// C_IN·H·W a multiple of 4, C_IN·KH·KW a multiple of 4 and a 16-byte aligned x and weight; y goes
+/// through a tensor map where TMA can write it (rows and row stride multiples of 4, y aligned),
+/// else the kernel stores it itself (y_by_tma = 0, y_map empty).
 class Conv2dBnSiluTmaForward final : public TmaConvOp {
 public:
-    using KernelType = TypedKernel<param<"x_map", TensorMap>, param<"w_map", TensorMap>, param<"y_map", TensorMap>,
-                                   param<"y", float*>, param<"bn_scale", float*>, param<"bn_shift", float*>,
-                                   param<"B", std::int32_t>, param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>,
-                                   param<"OH", std::int32_t>, param<"OW", std::int32_t>, param<"KH", std::int32_t>,
-                                   param<"KW", std::int32_t>, param<"stride", std::int32_t>, param<"pad", std::int32_t>,
-                                   param<"box_w", std::int32_t>, param<"box_channels", std::int32_t>,
-                                   param<"y_row_stride", std::int32_t>, param<"y_by_tma", std::int32_t>>;
+    using KernelType =
+        TypedKernel<param<"x_map", TensorMap>, param<"w_map", TensorMap>, param<"y_map", TensorMap>, param<"y", float*>,
+                    param<"bn_scale", float*>, param<"bn_shift", float*>, param<"B", std::int32_t>,
+                    param<"C_IN", std::int32_t>, param<"H", std::int32_t>, param<"W", std::int32_t>,
+                    param<"C_OUT", std::int32_t>, param<"OH", std::int32_t>, param<"OW", std::int32_t>,
+                    param<"KH", std::int32_t>, param<"KW", std::int32_t>, param<"stride", std::int32_t>,
+                    param<"pad", std::int32_t>, param<"box_w", std::int32_t>, param<"box_rows", std::int32_t>,
+                    param<"box_channels", std::int32_t>, param<"planes_apart", std::int32_t>,
+                    param<"y_row_stride", std::int32_t>, param<"y_by_tma", std::int32_t>>;
 
     /// Throws UsageError for invalid tiles, a device that is not 9.0, or attributes the kernel
     /// does not take (groups, dilation, unequal strides or paddings, more than 64 taps).

@@ -109,6 +109,27 @@ struct TapBox {
     }
 };
 
+/// The Hopper implicit GEMM's X box where TMA cannot box image rows (W no multiple of 4): for
+/// 32 consecutive output pixels of an image, the `rows` whole input rows of width W their taps
+/// reach, flattened, in `channels` channels. A channel's run is rows·W elements and 3 more (a
+/// load starts at the 16-byte boundary at or before it), 16-byte rounded. With planes_apart
+/// (planes of H·W no multiple of 4 either: the map is {C·H·W, B}) one box spans the channels'
+/// planes; else each channel is a row of the box (the map is {H·W, C, B}).
+struct RowsBox {
+    int rows, channels, W, plane;
+    bool planes_apart;
+
+    constexpr int span() const { return ceil_div(rows * W + 3, 4) * 4; }
+    /// Elements from one channel's run in the box to the next's.
+    constexpr int pitch() const { return planes_apart ? plane : span(); }
+    /// The box's innermost extent: one channel's run, or every channel's across their planes.
+    constexpr int extent() const
+    {
+        return planes_apart ? ceil_div((channels - 1) * plane + rows * W + 3, 4) * 4 : span();
+    }
+    constexpr int bytes() const { return (planes_apart ? extent() : span() * channels) * 4; }
+};
+
 /// Where each of a K step's 32 k = (channel, tap) of the Hopper implicit GEMM sits in its patch,
 /// one 4-byte entry each, for the steps after which the pattern repeats: 32·kt mod taps takes
 /// taps / gcd(32, taps) values (9 steps for a 3 × 3 filter).

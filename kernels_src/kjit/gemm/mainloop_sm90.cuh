@@ -107,12 +107,27 @@ __device__ __forceinline__ void produce_tile(const Shared<BLOCK_M, BLOCK_N, STAG
     }
 }
 
+/// The pixels of its X box that this thread's two A rows (g and g + 8 of its warp's 16) are: a
+/// Columns policy's `fragments` works out once per tile where they read.
+struct ThreadPixels {
+    int pixel[2];
+};
+__device__ __forceinline__ ThreadPixels thread_pixels()
+{
+    const int warp = threadIdx.x / 32 % 4, g = threadIdx.x % 32 / 4;
+    return {{row_pixel(warp, 0, g).pixel, row_pixel(warp, 1, g).pixel}};
+}
+
 /// A's elements where X boxes are 128-byte-swizzled rows of 32 pixels, one per k of the step
 /// (the 1×1 kernel's TMA boxes, the gathered boxes): X[k][pixel] of a box.
 struct PixelMajorFragments {
+    ThreadPixels rows;
     __device__ static int step(int) { return 0; }
     __device__ static int k_entry(int, int k) { return k; }
-    __device__ static float at(unsigned box, int k, int pixel) { return kjit::load_shared(box + swizzled(k, pixel)); }
+    __device__ float at(unsigned box, int k, int half) const
+    {
+        return kjit::load_shared(box + swizzled(k, rows.pixel[half]));
+    }
 };
 
 /// One thread's accumulators in the wgmma layout: d[v0 + 2·v1 + 4·j] is row 16w + g + 8·v1
@@ -125,23 +140,22 @@ __device__ __forceinline__ int a_box(int consumer) { return 2 * consumer + row_p
 
 /// The A fragments of K step `kt` (32 of K: 4 wgmma k8) for this thread, tf32-rounded, from its
 /// X box in the stage, read where the Columns policy's `fragments` (for this tile) place them:
-/// `step` once per K step, `k_entry` once per k, `at` per (k, pixel).
+/// `step` once per K step, `k_entry` once per k, `at` per (k, row half).
 template <int BLOCK_M, int BLOCK_N, int STAGES, class Fragments>
 __device__ __forceinline__ void load_a(unsigned (&a)[4][4], const Shared<BLOCK_M, BLOCK_N, STAGES>& shared,
                                        const Fragments& fragments, int stage, int consumer, int kt)
 {
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4, g = lane / 4, t = lane % 4;
-    const RowPixel lo = row_pixel(warp, 0, g), hi = row_pixel(warp, 1, g);
+    const int t = threadIdx.x % 4;
     const unsigned box = shared.x(stage, a_box(consumer));
     const auto step = fragments.step(kt);
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
         const int k = 8 * s + t;
         const auto k_lo = fragments.k_entry(step, k), k_hi = fragments.k_entry(step, k + 4);
-        a[s][0] = kjit::to_tf32(fragments.at(box, k_lo, lo.pixel));
-        a[s][1] = kjit::to_tf32(fragments.at(box, k_lo, hi.pixel));
-        a[s][2] = kjit::to_tf32(fragments.at(box, k_hi, lo.pixel));
-        a[s][3] = kjit::to_tf32(fragments.at(box, k_hi, hi.pixel));
+        a[s][0] = kjit::to_tf32(fragments.at(box, k_lo, 0));
+        a[s][1] = kjit::to_tf32(fragments.at(box, k_lo, 1));
+        a[s][2] = kjit::to_tf32(fragments.at(box, k_hi, 0));
+        a[s][3] = kjit::to_tf32(fragments.at(box, k_hi, 1));
     }
 }
 
@@ -157,7 +171,7 @@ __device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const S
                                              const Columns& columns, int consumer, int tile_m, KRange k,
                                              PipelineState<STAGES>& pipe)
 {
-    const auto fragments = columns.fragments(tile_m, a_box(consumer), shared.policy());
+    const auto fragments = columns.fragments(tile_m, a_box(consumer), shared.policy(), thread_pixels());
     const bool releases = threadIdx.x % 32 == 0;  // one arrival per consumer warp
 #pragma unroll
     for (int i = 0; i < BLOCK_N / 2; ++i) acc[i] = 0.0f;

@@ -100,32 +100,30 @@ struct TmaPick {
     bool gathers;
 };
 
-/// The Hopper kernel's cheapest tiles and split-K for a layer (each with the deepest pipeline
-/// that fits beside the implicit GEMM's tap table) — the kernel whose X and Y TMA boxes, or
-/// where TMA cannot box them (`why_not` then says why), the one that gathers X — or none,
-/// `why_not` saying why.
+/// The Hopper kernels' cheapest tiles and split-K for a layer (each with the deepest pipeline
+/// that fits beside the implicit GEMM's tap table), over the kernel whose X and Y TMA boxes and
+/// the one that gathers X, where each takes the layer — or none, `why_not` saying why. Where TMA
+/// cannot box the layer `why_not` says why, a pick or not.
 std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device,
                                 std::string& why_not) {
     why_not = conv2d_tma_unsupported_reason(a, s, device);
-    const bool gathers = !why_not.empty();
-    if (gathers) {
-        if (auto why = conv2d_gather_unsupported_reason(a, s, device); !why.empty()) {
-            why_not = why;
-            return std::nullopt;
+    const std::string why_not_gather = conv2d_gather_unsupported_reason(a, s, device);
+    const int k = s.c_in * a.kernel_h * a.kernel_w;
+    std::optional<TmaPick> best;
+    for (const bool gathers : {false, true}) {
+        if (!(gathers ? why_not_gather : why_not).empty()) continue;
+        // The implicit GEMM's X boxes cost more than the 1×1 kernel's: patches wider than their
+        // 32 pixels, reads masked at the padding — whole flattened rows more so; gathered X more
+        // again (4-byte copies, each masked). Fitted on the H200 bench rows like the rest.
+        const double x_weight = gathers ? 2.0 : detail::is_pointwise(a) ? 1.0 : s.width % 4 ? 1.5 : 1.25;
+        const long long boxes = detail::sm90_boxes(a, s, gathers);
+        for (const auto& t : detail::sm90_split_candidates(a, s, device, gathers)) {
+            const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors, x_weight);
+            if (!best || cost < best->cost) best = TmaPick{t, cost, gathers};
         }
     }
-    const long long boxes = detail::sm90_boxes(a, s, gathers);
-    const int k = s.c_in * a.kernel_h * a.kernel_w;
-    // The implicit GEMM's X boxes cost more than the 1×1 kernel's: patches wider than their 32
-    // pixels, reads masked at the padding; gathered X more again (4-byte copies, each masked:
-    // 1.4-2.1× the boxed kernels' time where both run). Fitted on the H200 bench rows like the rest.
-    const double x_weight = gathers ? 2.0 : detail::is_pointwise(a) ? 1.0 : 1.25;
-    std::optional<TmaPick> best;
-    for (const auto& t : detail::sm90_split_candidates(a, s, device, gathers)) {
-        const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors, x_weight);
-        if (!best || cost < best->cost) best = TmaPick{t, cost, gathers};
-    }
-    if (!best) why_not = "no TMA pipeline of 3 stages fits this device's shared memory";
+    if (!best && why_not.empty()) why_not = "no TMA pipeline of 3 stages fits this device's shared memory";
+    if (!best && !why_not_gather.empty() && why_not != why_not_gather) why_not += "; " + why_not_gather;
     return best;
 }
 

@@ -19,9 +19,18 @@ namespace kjit::detail {
 [[nodiscard]] bool worth_splitting(const GemmTiles& t, int split, long long columns, int n, int k,
                                    const DeviceTraits& device);
 
+/// The input rows of width W that the Hopper implicit GEMM's flattened-rows box holds for an
+/// oh × ow output: the most that 32 consecutive output pixels of an image reach.
+[[nodiscard]] int rows_box_rows(const Conv2dAttrs& a, int oh, int ow);
+
+/// The Hopper implicit GEMM's X box where TMA cannot box image rows (W no multiple of 4): whole
+/// input rows, flattened; none if it outgrows a TMA box (256 elements) or the 4 KB slot.
+[[nodiscard]] std::optional<RowsBox> rows_box(const Conv2dAttrs& a, const Conv2dShape& s, int oh, int ow);
+
 /// Output boxes of 32 pixels the Hopper op's column tiles run over for this layer: the
-/// gathering op's run across images, the 1×1 op's start anew at each image, the implicit
-/// GEMM's are its tap box's (tap_box: the layer must have one).
+/// gathering op's run across images, the 1×1 op's and the flattened-rows implicit GEMM's start
+/// anew at each image, the tap-box implicit GEMM's are its tap box's (tap_box: the layer must
+/// have one).
 [[nodiscard]] long long sm90_boxes(const Conv2dAttrs& a, const Conv2dShape& s, bool gathers);
 
 /// The Hopper tiles dispatch and `kjit tune` consider for a layer the op (gathering or not)

@@ -83,10 +83,27 @@ std::optional<TapBox> detail::tap_box(const Conv2dAttrs& a, int oh, int ow) {
     return best;
 }
 
+int detail::rows_box_rows(const Conv2dAttrs& a, int oh, int ow) {
+    long long rows = 0;
+    for (long long j0 = 0; j0 < 1LL * oh * ow; j0 += 32) {
+        const long long first = j0 / ow, last = std::min(j0 + 31, 1LL * oh * ow - 1) / ow;
+        rows = std::max(rows, (last - first) * a.stride_h + a.kernel_h);
+    }
+    return static_cast<int>(std::min<long long>(rows, INT32_MAX));
+}
+
+std::optional<RowsBox> detail::rows_box(const Conv2dAttrs& a, const Conv2dShape& s, int oh, int ow) {
+    const RowsBox box{rows_box_rows(a, oh, ow), TapBox::step_channels(a.kernel_h * a.kernel_w), s.width,
+                      s.height * s.width, s.height * s.width % 4 != 0};
+    if (box.extent() > 256 || box.channels > 256 || box.bytes() > Sm90Geometry::box * Sm90Geometry::block_k * 4)
+        return std::nullopt;
+    return box;
+}
+
 long long detail::sm90_boxes(const Conv2dAttrs& a, const Conv2dShape& s, bool gathers) {
     const auto [oh, ow] = conv2d_output_size(a, s);
-    if (gathers) return ceil_div(1LL * s.batch * oh * ow, 32LL);
-    if (is_pointwise(a)) return s.batch * ceil_div(1LL * oh * ow, 32LL);
+    if (gathers) return ceil_div(1LL * s.batch * oh * ow, 32LL);  // boxes run across images
+    if (is_pointwise(a) || s.width % 4) return s.batch * ceil_div(1LL * oh * ow, 32LL);
     const auto box = tap_box(a, oh, ow);
     require(box.has_value(), "no TMA patch box fits a {}x{} output of this layer", oh, ow);
     return box->boxes<long long>(s.batch, oh, ow);
@@ -158,7 +175,7 @@ struct CallPlan {
     const void* w = nullptr;
     void* y = nullptr;
     MapShape x_map, w_map, y_map;
-    std::array<std::int32_t, 12> ints{};
+    std::array<std::int32_t, 16> ints{};
     std::size_t n_ints = 0;
     // The kernel takes y after y_map too, and last whether it has a y map (the implicit GEMM).
     bool y_pointer = false;
@@ -189,7 +206,7 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv
         p.x_map = dense({m, cin, b}, m, {32, 32, 1}, swizzle_128);
         p.y_map = dense({m, cout, b}, u64(y_row_stride), {32, u32(bn), 1}, swizzle_128);
         ints({s.batch, s.c_in, s.c_out, oh * ow});
-    } else {
+    } else if (s.width % 4 == 0) {  // tap boxes
         const auto box = detail::tap_box(a, oh, ow);
         if (!box) {
             const TapBox narrowest{4, TapBox::step_channels(a.kernel_h * a.kernel_w), a.kernel_h, a.kernel_w,
@@ -207,8 +224,23 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv
             p.y_map.strides[1] = 4ULL * y_row_stride;  // channel planes are y's rows
             p.y_map.strides[2] = 4ULL * y_row_stride * cout;
         }
-        ints({s.batch, s.c_in, s.c_out, oh, ow, a.kernel_h, a.kernel_w, a.stride_h, a.pad_h, box->box_w, box->channels,
-              y_row_stride});
+        ints({s.batch, s.c_in, s.height, s.width, s.c_out, oh, ow, a.kernel_h, a.kernel_w, a.stride_h, a.pad_h,
+              box->box_w, 0, box->channels, 0, y_row_stride});
+        p.y_pointer = true;
+    } else {  // whole rows, flattened
+        const auto box = detail::rows_box(a, s, oh, ow);
+        if (!box) {
+            p.why_not = fmt::format("the {} input rows of {} floats that 32 output pixels reach do not fit one TMA box",
+                                    detail::rows_box_rows(a, oh, ow), s.width);
+            return p;
+        }
+        const u64 plane = 1ULL * s.height * s.width;
+        if (box->planes_apart) p.x_map = dense({cin * plane, b}, cin * plane, {u32(box->extent()), 1}, unswizzled);
+        else p.x_map = dense({plane, cin, b}, plane, {u32(box->extent()), u32(box->channels), 1}, unswizzled);
+        if (1LL * oh * ow % 4 == 0)  // else the kernel stores y itself
+            p.y_map = dense({u64(oh) * ow, cout, b}, u64(y_row_stride), {32, u32(bn), 1}, swizzle_128);
+        ints({s.batch, s.c_in, s.height, s.width, s.c_out, oh, ow, a.kernel_h, a.kernel_w, a.stride_h, a.pad_h, 0,
+              box->rows, box->channels, box->planes_apart, y_row_stride});
         p.y_pointer = true;
     }
     return p;
@@ -345,25 +377,42 @@ void TmaConvOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
     if (p.y_pointer) visitor.visit_i32(p.y_map.rank != 0);  // y_by_tma
 }
 
+namespace {
+/// The grid of an op with these tiles over `boxes` output boxes and N channels: persistent, or
+/// with split-K a cluster per tile — how many clusters of one-block SMs fit at once depends on
+/// how the device's SMs group, and the hardware fills them as they free.
+Dims tma_grid(const Sm90Tiles& t, std::size_t boxes, std::size_t n, int multiprocessors) {
+    const std::size_t tiles = geometry(t).column_tiles(boxes) * ceil_div<std::size_t>(n, t.block_n);
+    const auto split = static_cast<std::size_t>(t.split_k);
+    const std::size_t blocks = split > 1 ? std::max<std::size_t>(tiles, 1) * split
+                                         : std::clamp<std::size_t>(tiles, 1, multiprocessors);
+    require(blocks <= INT32_MAX, "{} tiles of {} blocks exceed the grid's limits: split the batch", tiles, split);
+    return {static_cast<unsigned>(blocks), 1, 1};
+}
+}  // namespace
+
 Dims TmaConvOp::grid(ShapeView y) const {
     detail::check_rank4(y, "output y");
     const auto oh = static_cast<int>(y[2]), ow = static_cast<int>(y[3]);
-    std::size_t boxes = y[0] * ceil_div<std::size_t>(y[2] * y[3], Sm90Geometry::box);
+    const std::size_t per_image = y[0] * ceil_div<std::size_t>(y[2] * y[3], Sm90Geometry::box);
+    std::size_t boxes = per_image;
     if (gathers_) {
         boxes = ceil_div<std::size_t>(y[0] * y[2] * y[3], Sm90Geometry::box);  // columns run across images
     } else if (!detail::is_pointwise(attrs())) {
-        const auto box = detail::tap_box(attrs(), oh, ow);
-        require(box.has_value(), "no TMA patch box fits a {}x{} output of this layer", oh, ow);
-        boxes = box->boxes<std::size_t>(y[0], y[2], y[3]);
+        if (const auto box = detail::tap_box(attrs(), oh, ow))
+            boxes = std::max(per_image, box->boxes<std::size_t>(y[0], y[2], y[3]));
     }
-    const std::size_t tiles = geometry(tiles_).column_tiles(boxes) * ceil_div<std::size_t>(y[1], tiles_.block_n);
-    // Split-K: a cluster per tile, not a persistent grid — how many clusters of one-block SMs
-    // fit at once depends on how the device's SMs group, and the hardware fills them as they free.
-    const auto split = static_cast<std::size_t>(tiles_.split_k);
-    const std::size_t blocks = split > 1 ? std::max<std::size_t>(tiles, 1) * split
-                                         : std::clamp<std::size_t>(tiles, 1, multiprocessors_);
-    require(blocks <= INT32_MAX, "{} tiles of {} blocks exceed the grid's limits: split the batch", tiles, split);
-    return {static_cast<unsigned>(blocks), 1, 1};
+    return tma_grid(tiles_, boxes, y[1], multiprocessors_);
+}
+
+Dims TmaConvOp::grid_for_launch(std::size_t, std::span<const ShapeView> inputs, ShapeView y) const {
+    detail::check_rank4(y, "output y");
+    require(inputs.size() == 1, "conv2d_bn_silu takes 1 input, {} given", inputs.size());
+    detail::check_rank4(inputs[0], "input x");
+    const auto& x = inputs[0];
+    const Conv2dShape s{detail::as_i32(x[0], "B"), detail::as_i32(x[1], "C_IN"), detail::as_i32(x[2], "H"),
+                        detail::as_i32(x[3], "W"), detail::as_i32(y[1], "C_OUT")};
+    return tma_grid(tiles_, static_cast<std::size_t>(detail::sm90_boxes(attrs(), s, gathers_)), y[1], multiprocessors_);
 }
 
 Conv2dBnSiluGemmTmaForward::Conv2dBnSiluGemmTmaForward(const Sm90Tiles& tiles, const DeviceTraits& device, float bn_eps)
@@ -412,8 +461,11 @@ std::string conv2d_tma_unsupported_reason(const Conv2dAttrs& a, const Conv2dShap
     if (auto why = hopper_reason(device); !why.empty()) return why;
     if (!detail::is_pointwise(a)) {
         if (auto why = general_attrs_reason(a); !why.empty()) return why;
-        if (s.width % 4)
-            return fmt::format("TMA needs W a multiple of 4 (16-byte input rows), this layer has {}", s.width);
+        if (const long long plane = 1LL * s.height * s.width; s.width % 4 && plane % 4 && s.c_in * plane % 4)
+            return fmt::format(
+                "TMA needs W, H*W or C_IN*H*W a multiple of 4 (16-byte input rows, planes or images), this layer "
+                "has W = {}, H*W = {}, C_IN*H*W = {}",
+                s.width, plane, s.c_in * plane);
         if (auto why = weight_rows_reason(a, s); !why.empty()) return why;
         const auto [oh, ow] = conv2d_output_size(a, s);
         const auto p = plan(a, Sm90Tiles{128, 128, 4, 8}, false, s, oh, ow, oh * ow);

@@ -319,6 +319,17 @@ TEST_CASE("the TMA + wgmma implicit GEMM (sm_90a): every configuration on ragged
         {"3x3 s2 16 -> 24, 20x20 -> 10x10, B=3 (y stored by the kernel)", k3s2, {3, 16, 20, 20, 24}},
         {"3x3 s2 36 -> 255, 52x52 -> 26x26 (y stored by the kernel)", k3s2, {1, 36, 52, 52, 255}},
         {"3x3 24 -> 40, 12x12, B=2, rows padded by 1 (y stored by the kernel)", k3, {2, 24, 12, 12, 40}, 1},
+        // Image rows no multiple of 16 bytes: boxes of whole input rows, flattened — per plane
+        // (H·W a multiple of 4) or across planes (7×7, 1×1) — masked on every side.
+        {"3x3 24 -> 40, 14x14, B=2 (flattened rows)", k3, {2, 24, 14, 14, 40}},
+        {"3x3 256 -> 255, 7x7, B=3, rows padded by 1 (rows across planes)", k3, {3, 256, 7, 7, 255}, 1},
+        {"3x3 s2 64 -> 200, 14x14 -> 7x7 (y stored by the kernel)", k3s2, {2, 64, 14, 14, 200}},
+        {"3x3 s2 16 -> 24, 10x10 -> 5x5, B=37", k3s2, {37, 16, 10, 10, 24}},
+        {"3x3 20 -> 1000, 10x10", k3, {1, 20, 10, 10, 1000}},
+        {"5x5 12 -> 24, 6x6, B=2", k5, {2, 12, 6, 6, 24}},
+        {"7x7 s2 4 -> 64, 10x10 -> 5x5", k7s2, {1, 4, 10, 10, 64}},
+        {"5x5 16 -> 24, 7x7, B=2 (across planes)", k5, {2, 16, 7, 7, 24}},
+        {"3x3 8 -> 16, one pixel (M = 1)", k3, {1, 8, 1, 1, 16}},
     };
     check_every_configuration<Conv2dBnSiluTmaForward>(ragged, *traits);
     // An x off a 16-byte boundary breaks TMA's rule: the sm80 implicit GEMM runs the call, as right.
@@ -426,6 +437,8 @@ TEST_CASE("split-K on the Hopper kernels (sm_90a): clusters of 2, 3, 4 and 8 blo
         {{"1x1 520 -> 1000, 28x28", {}, {1, 520, 28, 28, 1000}}, false},
         {{"3x3 24 -> 40, 12x12, B=2", k3, {2, 24, 12, 12, 40}}, false},
         {{"3x3 s2 64 -> 48, 28x28 -> 14x14 (y stored by the kernel)", k3s2, {2, 64, 28, 28, 48}}, false},
+        {{"3x3 s2 64 -> 200, 14x14 -> 7x7 (flattened rows)", k3s2, {2, 64, 14, 14, 200}}, false},
+        {{"3x3 256 -> 255, 7x7, B=3 (rows across planes)", k3, {3, 256, 7, 7, 255}}, false},
         {{"3x3 256 -> 255, 7x7, B=3, rows padded by 1", k3, {3, 256, 7, 7, 255}, 1}, true},
         {{"1x1 2048 -> 512, 7x7, B=3", {}, {3, 2048, 7, 7, 512}}, true},
         {{"1x1 40 -> 24, one pixel (M = 1)", {}, {1, 40, 1, 1, 24}}, true},

@@ -78,3 +78,65 @@ TEST_CASE("the tap table repeats with its period: a K step's row is kt mod perio
     CHECK(TapTable{9}.bytes() == 9 * 32 * 4);
     CHECK(TapTable{16}.period() == 1);
 }
+
+TEST_CASE("the flattened-rows boxes hold every input element their output pixels read, where the kernel looks") {
+    int layers = 0;
+    for (int k : {1, 3, 5, 7})
+        for (int stride : {1, 2, 3})
+            for (int pad = 0; pad <= k / 2; ++pad)
+                for (int hw : {5, 6, 7, 9, 10, 13, 14, 15, 18, 22, 30})
+                    for (int channels : {4, 12}) {
+                        const Conv2dAttrs a{.kernel_h = k,
+                                            .kernel_w = k,
+                                            .stride_h = stride,
+                                            .stride_w = stride,
+                                            .pad_h = pad,
+                                            .pad_w = pad};
+                        const Conv2dShape s{1, channels, hw + 1, hw, 8};  // rows no multiple of a box's
+                        if (hw + 2 * pad < k) continue;
+                        const auto [oh, ow] = conv2d_output_size(a, s);
+                        const auto box = detail::rows_box(a, s, oh, ow);
+                        if (!box) continue;  // its reason is conv2d_tma_unsupported_reason's
+                        ++layers;
+                        CAPTURE(k);
+                        CAPTURE(stride);
+                        CAPTURE(pad);
+                        CAPTURE(hw);
+                        CAPTURE(channels);
+                        REQUIRE(box->bytes() <= 4096);
+                        REQUIRE(box->extent() <= 256);
+                        const int plane = s.height * s.width;
+                        CHECK(box->planes_apart == (plane % 4 != 0));
+                        int outside = 0;
+                        for (int j0 = 0; j0 < oh * ow; j0 += 32)
+                            for (int c0 = 0; c0 < channels; ++c0) {
+                                // Where the kernel starts the load and finds each element
+                                // (conv2d_bn_silu_tma_forward.cu: first_element, load_start, fragments).
+                                const int first = std::max((j0 / ow) * stride - pad, 0) * s.width;
+                                const int offset = box->planes_apart ? c0 * plane : 0;
+                                const int start = (offset + first) & ~3;
+                                CHECK(start % 4 == 0);
+                                const int rebase = (offset + first) & 3;
+                                for (int j = j0; j < std::min(j0 + 32, oh * ow); ++j)
+                                    for (int dc = 0; dc < box->channels && c0 + dc < channels; ++dc)
+                                        for (int r = 0; r < k; ++r)
+                                            for (int q = 0; q < k; ++q) {
+                                                const int ih = j / ow * stride - pad + r,
+                                                          iw = j % ow * stride - pad + q;
+                                                if (ih < 0 || ih >= s.height || iw < 0 || iw >= s.width)
+                                                    continue;  // padding: masked, not read
+                                                const int at = dc * box->pitch() + ih * s.width + iw - first + rebase;
+                                                // The element there in the map's box, innermost dimension first.
+                                                const int truth = box->planes_apart
+                                                                      ? (c0 + dc) * plane + ih * s.width + iw - start
+                                                                      : dc * box->span() + ih * s.width + iw - start;
+                                                CHECK(at == truth);
+                                                const int run = box->planes_apart ? box->extent() : box->span();
+                                                outside += at < dc * (box->planes_apart ? 0 : box->span()) ||
+                                                           at >= (box->planes_apart ? run : (dc + 1) * run);
+                                            }
+                            }
+                        CHECK(outside == 0);
+                    }
+    CHECK(layers > 100);
+}
