@@ -17,6 +17,28 @@
 
 namespace gemm::sm90 {
 
+/// A consumer warpgroup's tiles: the K loop, then — where SPLIT, in a cluster's block 0 after
+/// adding the other blocks' partials — the epilogue. Split-K is a loop of its own: its
+/// branches on the block's rank would make the pipeline's state, and so every wgmma descriptor,
+/// look divergent to the compiler, which then leaves the uniform datapath.
+template <bool SPLIT, int BLOCK_M, int BLOCK_N, int STAGES, class Columns>
+__device__ __forceinline__ void consume_tiles(const Shared<BLOCK_M, BLOCK_N, STAGES>& shared, const Columns& columns,
+                                              int consumer, const PersistentTiles& tiles, int first, int stride,
+                                              KRange k, SplitK split, PipelineState<STAGES>& pipe, int N,
+                                              const float* bn_scale, const float* bn_shift)
+{
+    const SplitKHandOver<BLOCK_M, BLOCK_N, STAGES> hand_over(shared, consumer, split);
+    Accumulators<BLOCK_N> acc;
+    int done = 0;
+    for (int pid = first; pid < tiles.count(); pid += stride, ++done) {
+        const TileCoord t = tiles.at(pid);
+        consume_tile(acc, shared, columns, consumer, t.m, k, pipe);
+        if (!SPLIT || hand_over.reduce(acc, done))
+            store_tile(acc, shared, columns, consumer, t.m, t.n * BLOCK_N, N, bn_scale, bn_shift);
+    }
+    if (SPLIT) hand_over.finish(done);
+}
+
 /// The whole GEMM for a W of N rows × K (w_map: {K, N}, boxes of 32 × BLOCK_N) and `tiles_m`
 /// column tiles of BLOCK_M that `columns` loads and stores.
 template <int BLOCK_M, int BLOCK_N, int STAGES, int GROUP_M, class Columns>
@@ -63,16 +85,12 @@ __device__ __forceinline__ void gemm_bn_silu(const Columns& columns, const kjit:
     } else {
         if constexpr (G.consumers() > 1) kjit::setmaxnreg_inc<gathers ? 224 : 232>();
         const int consumer = role - 1;
-        const HandOver hand_over(shared, consumer, split);
-        Accumulators<BLOCK_N> acc;
-        int done = 0;
-        for (int pid = cluster; pid < tiles.count(); pid += clusters, ++done) {
-            const TileCoord t = tiles.at(pid);
-            consume_tile(acc, shared, columns, consumer, t.m, k, pipe);
-            if (hand_over.reduce(acc, done))
-                store_tile(acc, shared, columns, consumer, t.m, t.n * BLOCK_N, N, bn_scale, bn_shift);
-        }
-        hand_over.finish(done);
+        if (split.split > 1)
+            consume_tiles<true>(shared, columns, consumer, tiles, cluster, clusters, k, split, pipe, N, bn_scale,
+                                bn_shift);
+        else
+            consume_tiles<false>(shared, columns, consumer, tiles, cluster, clusters, k, split, pipe, N, bn_scale,
+                                 bn_shift);
         if (threadIdx.x % 128 == 0) kjit::tma_store_wait();  // before the block's shared memory goes
     }
 }

@@ -86,12 +86,13 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], 
 
 // ---- thread-block clusters (sm_90+): a cluster of one block everywhere else ----
 
+// The runtime's own reads of the cluster registers, not inline assembly: the compiler knows
+// them for uniform across the block, so what depends on them (split-K's K range, its tile loop)
+// stays on the uniform datapath, wgmma descriptors included.
 __device__ __forceinline__ unsigned cluster_size()
 {
 #if __CUDA_ARCH__ >= 900
-    unsigned n;
-    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-    return n;
+    return __clusterSizeInBlocks();
 #else
     return 1;
 #endif
@@ -100,9 +101,7 @@ __device__ __forceinline__ unsigned cluster_size()
 __device__ __forceinline__ unsigned cluster_rank()
 {
 #if __CUDA_ARCH__ >= 900
-    unsigned r;
-    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
+    return __clusterRelativeBlockRank();
 #else
     return 0;
 #endif

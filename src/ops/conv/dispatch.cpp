@@ -24,6 +24,12 @@ namespace {
 // candidate's time over the 111 layer × batch rows of kjit_conv_bench on an H200
 // (docs/BENCHMARKS.md): the pick is within 1.15× of the best candidate on most rows.
 
+/// What launching in clusters costs (split-K): clusters launch plainly, without the dependent
+/// launch that lets a kernel's start overlap the one before — up to ~1 µs more back to back
+/// (yolo 1x1 256->128 @10 b1 on the H200: 4.7 → 5.8 µs), which the fit's one-call times do not
+/// show; charged in part.
+constexpr double clustered_launch = 600.0;
+
 /// The sm80 GEMM: the larger of two bounds. Latency — the waves of co-resident blocks, each a
 /// chain of K tiles whose step costs at least a memory round trip, its warps' MMAs or its
 /// threads' copies, plus a fixed start and, with split-K, the cluster reduction. Throughput —
@@ -48,7 +54,7 @@ double gemm_cost(const GemmTiles& t, int split_k, long long p, int n, int k, boo
     const double fragments = warps * (32.0 + t.block_n / warps_n) * 4.0 / 64.0;
     const double throughput = static_cast<double>(ceil_div<long long>(blocks, device.multiprocessors)) * k_per_block *
                               std::max({math, traffic, fragments});
-    return std::max(latency, throughput);
+    return std::max(latency, throughput) + (split_k > 1 ? clustered_launch : 0.0);
 }
 
 /// The Hopper GEMM, in the same units: a persistent block's tiles, each the larger of its wgmma
@@ -69,7 +75,7 @@ double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms,
     const double work = k_share * std::max(math, traffic) + store + reduction + 1500.0;
     const double latency = ceil_div(k_share, 32) * 100.0 + reduction + 1500.0;
     constexpr double weight = 0.33;
-    return weight * per_sm * std::max(work, latency);
+    return weight * per_sm * std::max(work, latency) + (t.split_k > 1 ? clustered_launch : 0.0);
 }
 
 struct GemmPick {
