@@ -17,12 +17,14 @@ def lines(path):
 
 def short_config(config):
     """'BLOCK_M=128 BLOCK_N=64 BLOCK_K=32 GROUP_M=8 SPLIT_K=2' -> '128x64x32x8 split 2';
-    'TMA=1 BLOCK_M=128 BLOCK_N=128 STAGES=5 GROUP_M=8' -> 'tma 128x128 s5'."""
+    'TMA=1 GATHER=1 BLOCK_M=128 BLOCK_N=128 STAGES=5 GROUP_M=8 SPLIT_K=2' -> 'tma gather 128x128 s5 split 2'."""
     values = dict(item.split("=") for item in config.split())
-    if values.pop("TMA", None):
-        return f"tma {values['BLOCK_M']}x{values['BLOCK_N']} s{values['STAGES']}"
     split = values.pop("SPLIT_K", "1")
-    return "x".join(values.values()) + (f" split {split}" if split != "1" else "")
+    split = f" split {split}" if split != "1" else ""
+    if values.pop("TMA", None):
+        gather = "gather " if values.pop("GATHER", "0") == "1" else ""
+        return f"tma {gather}{values['BLOCK_M']}x{values['BLOCK_N']} s{values['STAGES']}{split}"
+    return "x".join(values.values()) + split
 
 
 def bytes_and_flops(row):
@@ -40,7 +42,9 @@ def floor_us(row, ceil):
 
 def targets(kjit, peers, ceil):
     """Issue 12's targets for dispatch's pick, back to back: (name, the rows it covers, whether a
-    row meets it, a row's figure)."""
+    row meets it, a row's figure). Rows without a peer in the run (a run cut short) are left out."""
+    kjit = [r for r in kjit if not math.isnan(best_peer(peers.get((r["layer"], r["batch"]), {}), "_b2b_us")[0])]
+
     def ratio(r):
         return r["dispatch_b2b_us"] / best_peer(peers.get((r["layer"], r["batch"]), {}), "_b2b_us")[0]
 
@@ -121,6 +125,8 @@ def main():
     within = sum(r["dispatch_us"] <= 1.15 * r["best_us"] for r in kjit)
     print(f"\nDispatch's pick is within 1.15x of the best candidate (one call per replay) on {within} of "
           f"{len(kjit)} rows.")
+    if len(ratios) < len(kjit):
+        print(f"\n{len(kjit) - len(ratios)} rows have no peer timing in this run: left out of the ratios and targets.")
     if ratios:
         geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
         print(f"\nkjit dispatch / best peer, back to back: geometric mean {geo:.2f}x over {len(ratios)} rows, "

@@ -12,18 +12,20 @@
 
 using namespace kjit;
 
+namespace {
+/// A k × k filter with one stride and one padding for both axes.
+Conv2dAttrs square(int k, int stride, int pad) {
+    return {.kernel_h = k, .kernel_w = k, .stride_h = stride, .stride_w = stride, .pad_h = pad, .pad_w = pad};
+}
+}  // namespace
+
 TEST_CASE("the implicit GEMM's patch boxes hold every input element their output pixels read") {
     int layers = 0;
     for (int k : {1, 3, 5, 7})
         for (int stride : {1, 2, 3})
             for (int pad = 0; pad <= k / 2; ++pad)
                 for (int ow : {4, 8, 12, 20, 28, 40, 56, 80, 112, 160}) {
-                    const Conv2dAttrs a{.kernel_h = k,
-                                        .kernel_w = k,
-                                        .stride_h = stride,
-                                        .stride_w = stride,
-                                        .pad_h = pad,
-                                        .pad_w = pad};
+                    const Conv2dAttrs a = square(k, stride, pad);
                     const int oh = ow / 2 + 1;  // rows no multiple of a box's
                     const auto box = detail::tap_box(a, oh, ow);
                     if (!box) continue;  // its reason is conv2d_tma_unsupported_reason's
@@ -86,12 +88,7 @@ TEST_CASE("the flattened-rows boxes hold every input element their output pixels
             for (int pad = 0; pad <= k / 2; ++pad)
                 for (int hw : {5, 6, 7, 9, 10, 13, 14, 15, 18, 22, 30})
                     for (int channels : {4, 12}) {
-                        const Conv2dAttrs a{.kernel_h = k,
-                                            .kernel_w = k,
-                                            .stride_h = stride,
-                                            .stride_w = stride,
-                                            .pad_h = pad,
-                                            .pad_w = pad};
+                        const Conv2dAttrs a = square(k, stride, pad);
                         const Conv2dShape s{1, channels, hw + 1, hw, 8};  // rows no multiple of a box's
                         if (hw + 2 * pad < k) continue;
                         const auto [oh, ow] = conv2d_output_size(a, s);
