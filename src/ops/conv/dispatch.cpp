@@ -174,9 +174,11 @@ std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& a, const Conv2dSha
                             t->tiles().split_k);
     if (name == "conv2d_bn_silu_gemm_tma_forward") return "the TMA + wgmma 1x1 kernel (sm_90a)" + split;
     if (name == "conv2d_bn_silu_tma_forward") return "the TMA + wgmma implicit GEMM (sm_90a)" + split;
-    if (name == "conv2d_bn_silu_gather_tma_forward")
+    if (name == "conv2d_bn_silu_gather_tma_forward") {
+        const std::string why = conv2d_tma_unsupported_reason(a, s, device);
         return "the wgmma implicit GEMM with x gathered, W by TMA (sm_90a)" + split + ": " +
-               conv2d_tma_unsupported_reason(a, s, device);
+               (why.empty() ? "the cost model estimates it faster for this layer than TMA's boxes" : why);
+    }
     if (name == "conv2d_bn_silu_direct_forward")
         return "the direct kernel: each group's GEMM is too thin for tensor cores";
     const std::string mainloop = device.arch.number() >= 80 ? "the sm80 mainloop (cp.async + mma.sync)"

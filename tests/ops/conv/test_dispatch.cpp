@@ -276,6 +276,14 @@ TEST_CASE("the gathering Hopper kernel: layers TMA cannot box, its grid, its con
         CHECK(why.find("x gathered") != std::string::npos);
         CHECK((why.find("multiple of 4") != std::string::npos || why.find("TMA box") != std::string::npos));
     }
+    // Where both kinds run, dispatch weighs them, and run's reason says which and why.
+    for (const auto& [attrs, shape] : {std::pair{k3, Conv2dShape{8, 512, 7, 7, 512}}, {k3s2, {8, 128, 20, 20, 256}}}) {
+        CAPTURE(conv2d_problem_key(attrs, shape));
+        REQUIRE(conv2d_tma_unsupported_reason(attrs, shape, h200).empty());
+        const std::string why = conv2d_bn_silu_dispatch_reason(attrs, shape, h200);
+        CHECK((why.find("x gathered") == std::string::npos ||
+               why.find("faster for this layer than TMA's boxes") != std::string::npos));
+    }
     for (const auto& shape : {Conv2dShape{32, 512, 7, 7, 512}, {32, 256, 14, 14, 256}}) {
         CAPTURE(conv2d_problem_key(k3, shape));
         CHECK(dispatch_conv2d_bn_silu(k3, shape, h200)->kernel_for_launch(0).name() == "conv2d_bn_silu_tma_forward");
