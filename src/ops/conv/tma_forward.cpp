@@ -84,12 +84,15 @@ std::optional<TapBox> detail::tap_box(const Conv2dAttrs& a, int oh, int ow) {
 }
 
 int detail::rows_box_rows(const Conv2dAttrs& a, int oh, int ow) {
-    long long rows = 0;
-    for (long long j0 = 0; j0 < 1LL * oh * ow; j0 += 32) {
+    // Output rows the boxes span: at most 2 + 30/ow (32 pixels from a row's last column) and
+    // oh. Every forward plans its call, so the walk over the boxes stops once that is reached.
+    const long long most = std::min(2LL + 30 / ow, 1LL * oh);
+    long long spanned = 0;
+    for (long long j0 = 0; j0 < 1LL * oh * ow && spanned < most; j0 += 32) {
         const long long first = j0 / ow, last = std::min(j0 + 31, 1LL * oh * ow - 1) / ow;
-        rows = std::max(rows, (last - first) * a.stride_h + a.kernel_h);
+        spanned = std::max(spanned, last - first + 1);
     }
-    return static_cast<int>(std::min<long long>(rows, INT32_MAX));
+    return spanned ? static_cast<int>(std::min<long long>((spanned - 1) * a.stride_h + a.kernel_h, INT32_MAX)) : 0;
 }
 
 std::optional<RowsBox> detail::rows_box(const Conv2dAttrs& a, const Conv2dShape& s, int oh, int ow) {
