@@ -86,9 +86,8 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], 
 
 // ---- thread-block clusters (sm_90+): a cluster of one block everywhere else ----
 
-// The runtime's own reads of the cluster registers, not inline assembly: the compiler knows
-// them for uniform across the block, so what depends on them (split-K's K range, its tile loop)
-// stays on the uniform datapath, wgmma descriptors included.
+// The runtime's own reads of the cluster registers. (They alone did not keep split-K's wgmma
+// descriptors on the uniform datapath: gemm_sm90.cuh's consume_tiles says what did.)
 __device__ __forceinline__ unsigned cluster_size()
 {
 #if __CUDA_ARCH__ >= 900
