@@ -115,14 +115,25 @@ __device__ __forceinline__ void cluster_sync()
 #endif
 }
 
+/// Where `address` (a shared address of this block) is in block `rank`'s shared memory, as a
+/// shared::cluster address.
+__device__ __forceinline__ unsigned cluster_block_address(unsigned address, unsigned rank)
+{
+#if __CUDA_ARCH__ >= 900
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+    return remote;
+#else
+    return address;
+#endif
+}
+
 /// Reads the float at `address` (a shared address of this block) in block `rank`'s shared memory.
 __device__ __forceinline__ float load_from_cluster_block(unsigned address, unsigned rank)
 {
 #if __CUDA_ARCH__ >= 900
-    unsigned remote;
     float v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(cluster_block_address(address, rank)) : "memory");
     return v;
 #else
     return 0.0f;
@@ -134,12 +145,10 @@ __device__ __forceinline__ float load_from_cluster_block(unsigned address, unsig
 __device__ __forceinline__ float4 load4_from_cluster_block(unsigned address, unsigned rank)
 {
 #if __CUDA_ARCH__ >= 900
-    unsigned remote;
     float4 v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
     asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
                  : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(remote)
+                 : "r"(cluster_block_address(address, rank))
                  : "memory");
     return v;
 #else

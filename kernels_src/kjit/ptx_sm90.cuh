@@ -4,6 +4,7 @@
 // warpgroups, named barriers, and the proxy fence between ordinary shared-memory accesses and
 // the async proxy (TMA, wgmma). Only compiled for an sm_90a target (__CUDA_ARCH_FEAT_SM90_ALL).
 #pragma once
+#include "kjit/ptx.cuh"
 #include "kjit/tensor_map.cuh"
 
 namespace kjit {
@@ -57,12 +58,7 @@ __device__ __forceinline__ void mbarrier_wait_cluster(unsigned bar, unsigned par
 __device__ __forceinline__ void mbarrier_arrive_cluster(unsigned bar, unsigned rank)
 {
     asm volatile(
-        "{\n"
-        ".reg .b32 remote;\n"
-        "mapa.shared::cluster.u32 remote, %0, %1;\n"
-        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
-        "}\n" ::"r"(bar),
-        "r"(rank)
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_block_address(bar, rank))
         : "memory");
 }
 

@@ -29,12 +29,11 @@ public:
     {
     }
 
-    /// After the K loop of this block's `tile`-th tile (counted from 0): block 0 adds every
-    /// other block's partial into `acc` and returns true (it stores y); the others park `acc`
-    /// for it and return false.
+    /// In a cluster of 2 or more blocks, after the K loop of this block's `tile`-th tile (counted
+    /// from 0): block 0 adds every other block's partial into `acc` and returns true (it stores
+    /// y); the others park `acc` for it and return false.
     __device__ __forceinline__ bool reduce(Accumulators<BLOCK_N>& acc, int tile) const
     {
-        if (split_.split == 1) return true;
         if (split_.rank != 0) {
             if (tile > 0) kjit::mbarrier_wait_cluster(read_, (tile - 1) & 1);  // block 0 has read the last one
 #pragma unroll
@@ -55,11 +54,11 @@ public:
         return true;
     }
 
-    /// Before the block exits after `tiles` tiles: a block other than 0 stays until block 0 has
-    /// read its last partial (its shared memory goes with it).
+    /// In a cluster of 2 or more, before the block exits after `tiles` tiles: a block other than
+    /// 0 stays until block 0 has read its last partial (its shared memory goes with it).
     __device__ __forceinline__ void finish(int tiles) const
     {
-        if (split_.split > 1 && split_.rank != 0 && tiles > 0) kjit::mbarrier_wait_cluster(read_, (tiles - 1) & 1);
+        if (split_.rank != 0 && tiles > 0) kjit::mbarrier_wait_cluster(read_, (tiles - 1) & 1);
     }
 
 private:
