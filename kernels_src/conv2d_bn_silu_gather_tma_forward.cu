@@ -66,7 +66,7 @@ struct Columns {
             }
         }
         /// The gathered copies arrive on the barrier themselves: TMA brings no X bytes.
-        __device__ static constexpr unsigned x_box_tx_bytes() { return 0; }
+        __device__ static constexpr unsigned x_tx_bytes() { return 0; }
 
         __device__ __forceinline__ void load(unsigned dst, unsigned slot_bytes, int kt, unsigned bar) const
         {

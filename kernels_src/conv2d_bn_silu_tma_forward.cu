@@ -156,7 +156,7 @@ struct Columns {
     struct Loader {
         const Columns& columns;
         int tile_m;
-        __device__ __forceinline__ unsigned x_box_tx_bytes() const { return columns.patch.bytes(); }
+        __device__ __forceinline__ unsigned x_tx_bytes() const { return BLOCK_M / 32 * columns.patch.bytes(); }
         __device__ __forceinline__ void load(unsigned dst, unsigned slot_bytes, int kt, unsigned bar) const
         {
 #pragma unroll
@@ -261,7 +261,7 @@ struct Columns {
     struct Loader {
         const Columns& columns;
         int tile_m;
-        __device__ __forceinline__ unsigned x_box_tx_bytes() const { return columns.patch.bytes(); }
+        __device__ __forceinline__ unsigned x_tx_bytes() const { return BLOCK_M / 32 * columns.patch.bytes(); }
         __device__ __forceinline__ void load(unsigned dst, unsigned slot_bytes, int kt, unsigned bar) const
         {
             const Columns& c = columns;

@@ -213,12 +213,17 @@ private:
 
 /// 1×1, stride 1, unpadded, ungrouped Conv2d + BN + SiLU on Hopper
 /// (kernels_src/conv2d_bn_silu_gemm_tma_forward.cu): the GEMM of Conv2dBnSiluGemmForward on the
-/// TMA + wgmma path. TMA needs OH·OW and C_IN multiples of 4 and 16-byte aligned tensors.
+/// TMA + wgmma path. X and y in boxes of 32 pixels where OH·OW is a multiple of 4 (TMA's
+/// 16-byte rows); images of at most 64 pixels (7×7, 5×5, one pixel) in boxes of whole images
+/// instead (image_inner > 0, y stored by the kernel, any row stride), where C_IN·OH·OW is a
+/// multiple of 8 (of 4 up to 32 pixels). C_IN a multiple of 4 and a 16-byte aligned x and weight.
 class Conv2dBnSiluGemmTmaForward final : public TmaConvOp {
 public:
-    using KernelType = TypedKernel<param<"x_map", TensorMap>, param<"w_map", TensorMap>, param<"y_map", TensorMap>,
-                                   param<"bn_scale", float*>, param<"bn_shift", float*>, param<"B", std::int32_t>,
-                                   param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>, param<"M", std::int32_t>>;
+    using KernelType =
+        TypedKernel<param<"x_map", TensorMap>, param<"w_map", TensorMap>, param<"y_map", TensorMap>, param<"y", float*>,
+                    param<"bn_scale", float*>, param<"bn_shift", float*>, param<"B", std::int32_t>,
+                    param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>, param<"M", std::int32_t>,
+                    param<"y_row_stride", std::int32_t>, param<"image_inner", std::int32_t>>;
 
     /// Throws UsageError for invalid tiles or a device that is not 9.0.
     Conv2dBnSiluGemmTmaForward(const Sm90Tiles& tiles, const DeviceTraits& device, float bn_eps = 1e-5f);

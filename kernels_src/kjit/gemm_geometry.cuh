@@ -109,6 +109,27 @@ struct TapBox {
     }
 };
 
+/// The Hopper 1×1 kernel's X box for small images (`pixels` ≤ 64: 7×7, 5×5, one pixel): a
+/// consumer warpgroup's 64 rows are images() whole images, and a K step's box is their 32
+/// channels' planes, which lie contiguous in x — through a map {inner, C_IN·pixels/inner, B}
+/// (rows of `inner` floats: 16-byte strides whatever the image's size), box {inner, step_rows(),
+/// images()}. `inner` is 8, or 4 where C_IN·pixels is no multiple of 8 (then pixels ≤ 32: a box
+/// has at most 256 rows).
+struct ImageBox {
+    int pixels, inner;
+
+    constexpr int images() const { return 64 / pixels; }
+    constexpr int step_rows() const { return 32 * pixels / inner; }
+    /// One warpgroup's box: 32 channels of its images, at most two 32-pixel X slots.
+    constexpr int bytes() const { return 32 * pixels * images() * 4; }
+    /// Groups of images() images in a batch: a consumer warpgroup's columns each.
+    template <class T>
+    constexpr T groups(T batch) const
+    {
+        return ceil_div(batch, T(images()));
+    }
+};
+
 /// The Hopper implicit GEMM's X box where TMA cannot box image rows (W no multiple of 4): for
 /// 32 consecutive output pixels of an image, the `rows` whole input rows of width W their taps
 /// reach, flattened, in `channels` channels. A channel's run is rows·W elements and 3 more (a

@@ -4,8 +4,9 @@
 // into registers, B = W (BLOCK_N channels × 8 of K) is read by the tensor cores through a
 // descriptor. Every operand lands in 128-byte-swizzled rows of 32 floats:
 //   W stage: BLOCK_N rows (channels) × 32 of K — one TMA box, 128-byte-swizzled rows of 32 floats
-//   X stage: BLOCK_M/32 boxes of 32 pixels × 32 of K, one TMA box each in a slot of 4 KB, laid out
-//            as the Columns policy says (it also says where each A element of a box lives)
+//   X stage: BLOCK_M/32 slots of 4 KB, each a box of 32 pixels × 32 of K (or a consumer
+//            warpgroup's two slots one box of whole images), laid out as the Columns policy says
+//            (it also says where each A element of a box lives)
 // One producer warp issues the copies; the consumers wait on a stage's "full" barrier and hand
 // it back through its "empty" barrier once their wgmma on it are done.
 #pragma once
@@ -99,7 +100,7 @@ __device__ __forceinline__ void produce_tile(const Shared<BLOCK_M, BLOCK_N, STAG
         kjit::mbarrier_wait(shared.empty(pipe.stage), pipe.phase ^ 1);  // a fresh barrier's "previous" phase is done
         const unsigned full = shared.full(pipe.stage);
         if (threadIdx.x == 0) {
-            kjit::mbarrier_arrive_expect_tx(full, G.w_bytes() + BLOCK_M / G.box * loader.x_box_tx_bytes());
+            kjit::mbarrier_arrive_expect_tx(full, G.w_bytes() + loader.x_tx_bytes());
             kjit::tma_load(shared.w(pipe.stage), w_map, kt * G.block_k, row0, full);
         }
         loader.load(shared.x(pipe.stage, 0), G.x_box_bytes(), kt, full);

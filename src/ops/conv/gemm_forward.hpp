@@ -27,10 +27,15 @@ namespace kjit::detail {
 /// input rows, flattened; none if it outgrows a TMA box (256 elements) or the 4 KB slot.
 [[nodiscard]] std::optional<RowsBox> rows_box(const Conv2dAttrs& a, const Conv2dShape& s, int oh, int ow);
 
+/// The Hopper 1×1 op's whole-image X box for a pointwise layer of small images (H·W ≤ 64, and
+/// no multiple of 4 or under 32 pixels: where 32-pixel boxes would not fit or would idle), its
+/// rows 8 floats or 4; none where neither divides C_IN·H·W (or 4 does only past 32 pixels).
+[[nodiscard]] std::optional<ImageBox> image_box(const Conv2dAttrs& a, const Conv2dShape& s);
+
 /// Output boxes of 32 pixels the Hopper op's column tiles run over for this layer: the
 /// gathering op's run across images, the 1×1 op's and the flattened-rows implicit GEMM's start
-/// anew at each image, the tap-box implicit GEMM's are its tap box's (tap_box: the layer must
-/// have one).
+/// anew at each image (the 1×1 op's whole-image boxes: two per group of images), the tap-box
+/// implicit GEMM's are its tap box's (tap_box: the layer must have one).
 [[nodiscard]] long long sm90_boxes(const Conv2dAttrs& a, const Conv2dShape& s, bool gathers);
 
 /// The Hopper tiles dispatch and `kjit tune` consider for a layer the op (gathering or not)

@@ -103,9 +103,18 @@ std::optional<RowsBox> detail::rows_box(const Conv2dAttrs& a, const Conv2dShape&
     return box;
 }
 
+std::optional<ImageBox> detail::image_box(const Conv2dAttrs& a, const Conv2dShape& s) {
+    const long long m = 1LL * s.height * s.width, plane = m * s.c_in;
+    if (!is_pointwise(a) || m == 0 || m > 64 || (m % 4 == 0 && m >= 32)) return std::nullopt;
+    if (plane % 8 == 0) return ImageBox{static_cast<int>(m), 8};
+    if (plane % 4 == 0 && m <= 32) return ImageBox{static_cast<int>(m), 4};
+    return std::nullopt;
+}
+
 long long detail::sm90_boxes(const Conv2dAttrs& a, const Conv2dShape& s, bool gathers) {
     const auto [oh, ow] = conv2d_output_size(a, s);
     if (gathers) return ceil_div(1LL * s.batch * oh * ow, 32LL);  // boxes run across images
+    if (const auto image = image_box(a, s)) return 2 * image->groups(1LL * s.batch);
     if (is_pointwise(a) || s.width % 4) return s.batch * ceil_div(1LL * oh * ow, 32LL);
     const auto box = tap_box(a, oh, ow);
     require(box.has_value(), "no TMA patch box fits a {}x{} output of this layer", oh, ow);
@@ -180,8 +189,8 @@ struct CallPlan {
     MapShape x_map, w_map, y_map;
     std::array<std::int32_t, 16> ints{};
     std::size_t n_ints = 0;
-    // The kernel takes y after y_map too, and last whether it has a y map (the implicit GEMM).
-    bool y_pointer = false;
+    // The kernel takes y after y_map too; the implicit GEMM, last, whether it has a y map.
+    bool y_pointer = false, y_by_tma_arg = false;
     std::string why_not;
 
     [[nodiscard]] bool same_maps(const CallPlan& o) const {
@@ -206,9 +215,17 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv
               y_row_stride});
     } else if (detail::is_pointwise(a)) {
         const u64 m = 1ULL * oh * ow;
-        p.x_map = dense({m, cin, b}, m, {32, 32, 1}, swizzle_128);
-        p.y_map = dense({m, cout, b}, u64(y_row_stride), {32, u32(bn), 1}, swizzle_128);
-        ints({s.batch, s.c_in, s.c_out, oh * ow});
+        const auto image = detail::image_box(a, s);
+        if (image) {  // whole images; the kernel stores y itself
+            const u64 inner = image->inner;
+            p.x_map = dense({inner, cin * m / inner, b}, inner,
+                            {u32(inner), u32(image->step_rows()), u32(image->images())}, unswizzled);
+        } else {
+            p.x_map = dense({m, cin, b}, m, {32, 32, 1}, swizzle_128);
+            p.y_map = dense({m, cout, b}, u64(y_row_stride), {32, u32(bn), 1}, swizzle_128);
+        }
+        ints({s.batch, s.c_in, s.c_out, oh * ow, y_row_stride, image ? image->inner : 0});
+        p.y_pointer = true;
     } else if (s.width % 4 == 0) {  // tap boxes
         const auto box = detail::tap_box(a, oh, ow);
         if (!box) {
@@ -229,7 +246,7 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv
         }
         ints({s.batch, s.c_in, s.height, s.width, s.c_out, oh, ow, a.kernel_h, a.kernel_w, a.stride_h, a.pad_h,
               box->box_w, 0, box->channels, 0, y_row_stride});
-        p.y_pointer = true;
+        p.y_pointer = p.y_by_tma_arg = true;
     } else {  // whole rows, flattened
         const auto box = detail::rows_box(a, s, oh, ow);
         if (!box) {
@@ -244,7 +261,7 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv
             p.y_map = dense({u64(oh) * ow, cout, b}, u64(y_row_stride), {32, u32(bn), 1}, swizzle_128);
         ints({s.batch, s.c_in, s.height, s.width, s.c_out, oh, ow, a.kernel_h, a.kernel_w, a.stride_h, a.pad_h, 0,
               box->rows, box->channels, box->planes_apart, y_row_stride});
-        p.y_pointer = true;
+        p.y_pointer = p.y_by_tma_arg = true;
     }
     return p;
 }
@@ -267,7 +284,7 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const OpCa
     p.y = detail::non_null(call.output, "output y");
     // The implicit GEMM stores y itself where TMA cannot write it through a map (a padded row
     // stride, an unaligned y).
-    if (p.y_pointer && !p.y_map.unsupported_reason(p.y).empty()) p.y_map = {};
+    if (p.y_by_tma_arg && !p.y_map.unsupported_reason(p.y).empty()) p.y_map = {};
     if (p.why_not.empty())
         for (const auto& [map, base, what] : {std::tuple{&p.x_map, static_cast<const void*>(p.x), "input x"},
                                               {&p.w_map, p.w, "weight"},
@@ -377,7 +394,7 @@ void TmaConvOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
     visitor.visit_ptr(detail::non_null(call.params[1], "parameter bn_scale"));
     visitor.visit_ptr(detail::non_null(call.params[2], "parameter bn_shift"));
     for (std::size_t i = 0; i < p.n_ints; ++i) visitor.visit_i32(p.ints[i]);
-    if (p.y_pointer) visitor.visit_i32(p.y_map.rank != 0);  // y_by_tma
+    if (p.y_by_tma_arg) visitor.visit_i32(p.y_map.rank != 0);
 }
 
 namespace {
@@ -401,7 +418,11 @@ Dims TmaConvOp::grid(ShapeView y) const {
     std::size_t boxes = per_image;
     if (gathers_) {
         boxes = ceil_div<std::size_t>(y[0] * y[2] * y[3], Sm90Geometry::box);  // columns run across images
-    } else if (!detail::is_pointwise(attrs())) {
+    } else if (detail::is_pointwise(attrs())) {
+        // Whole-image boxes, where C_IN allows them: two per group of images.
+        if (const std::size_t m = y[2] * y[3]; m > 0 && m <= 64)
+            boxes = std::max(per_image, 2 * ImageBox{static_cast<int>(m), 8}.groups(y[0]));
+    } else {
         if (const auto box = detail::tap_box(attrs(), oh, ow))
             boxes = std::max(per_image, box->boxes<std::size_t>(y[0], y[2], y[3]));
     }
@@ -477,8 +498,11 @@ std::string conv2d_tma_unsupported_reason(const Conv2dAttrs& a, const Conv2dShap
             if (auto why = m->unsupported_reason(nullptr); !why.empty()) return "TMA: " + why;
         return {};
     }
-    if (s.height * s.width % 4)
-        return fmt::format("TMA needs OH*OW a multiple of 4 (16-byte rows), this layer has {}", s.height * s.width);
+    if (s.height * s.width % 4 && !detail::image_box(a, s))
+        return fmt::format(
+            "TMA needs OH*OW a multiple of 4 (16-byte rows), or images of at most 64 pixels with C_IN*OH*OW a "
+            "multiple of 8 (of 4 up to 32 pixels); this layer has OH*OW = {}, C_IN*OH*OW = {}",
+            s.height * s.width, 1LL * s.c_in * s.height * s.width);
     if (s.c_in % 4)
         return fmt::format("TMA needs C_IN a multiple of 4 (16-byte weight rows), this layer has {}", s.c_in);
     return {};

@@ -344,14 +344,23 @@ TEST_CASE("the TMA + wgmma 1x1 kernel (sm_90a): every configuration on ragged sh
     if (!hopper) return;
     const DeviceTraits& traits = *hopper;
     // Pixel counts that are no multiple of a 32-pixel box or of a tile, channel counts that are
-    // no multiple of a wgmma N or of K's 32, one-box images that tiles run across, batch 37.
+    // no multiple of a wgmma N or of K's 32, images that tiles run across, batch 37; and small
+    // images in whole-image boxes (groups of images a warpgroup, rows of 8 or 4 floats, the last
+    // group short, y stored by the kernel, padded rows), M = 1.
     const std::vector<Case> ragged = {
         {"channels 24 -> 40, 12x12 (4.5 boxes), B=2", {}, {2, 24, 12, 12, 40}},
         {"channels 200 -> 255, 14x14, padded rows", {}, {1, 200, 14, 14, 255}, 4},
-        {"K = 1000 -> N = 24, 2x2, B=37", {}, {37, 1000, 2, 2, 24}},
         {"K = 4, N = 130, 8x8, B=3", {}, {3, 4, 8, 8, 130}},
-        {"16-pixel images, 64 -> 64, B=37: tiles across images", {}, {37, 64, 4, 4, 64}},
+        {"6x6 images, 64 -> 70, B=37: two boxes an image, tiles across images", {}, {37, 64, 6, 6, 70}},
         {"K = 520 (16 K steps and a tail), N = 1000, 28x28", {}, {1, 520, 28, 28, 1000}},
+        {"whole images: 7x7, 2048 -> 512, B=3", {}, {3, 2048, 7, 7, 512}},
+        {"whole images: 7x7, 40 -> 200, B=37, rows padded by 3", {}, {37, 40, 7, 7, 200}, 3},
+        {"whole images: 5x5, 36 -> 255, B=5, rows of 4 floats", {}, {5, 36, 5, 5, 255}},
+        {"whole images: 3x3, 20 -> 40, B=9, rows of 4 floats", {}, {9, 20, 3, 3, 40}},
+        {"whole images: 2x2, K = 1000 -> N = 24, B=37 (16 a warpgroup)", {}, {37, 1000, 2, 2, 24}},
+        {"whole images: 4x4, 64 -> 64, B=37 (4 a warpgroup)", {}, {37, 64, 4, 4, 64}},
+        {"whole images: one pixel, 1000 -> 130, B=130 (64 a warpgroup)", {}, {130, 1000, 1, 1, 130}},
+        {"whole images: one pixel, 64 -> 24, B=1 (M = 1)", {}, {1, 64, 1, 1, 24}},
     };
     for (const auto& t : test::configurations_to_test(Sm90Tiles::configurations())) {
         const Conv2dBnSiluGemmTmaForward op(t, traits);
@@ -432,7 +441,9 @@ TEST_CASE("split-K on the Hopper kernels (sm_90a): clusters of 2, 3, 4 and 8 blo
     // Each of the three kernels; K steps fewer than the blocks (blocks with no K at all), K tails,
     // ragged channels and pixels, y stored by TMA and by the kernel itself.
     const std::vector<Layer> layers = {
-        {{"1x1 1000 -> 24, 2x2, B=37", {}, {37, 1000, 2, 2, 24}}, false},
+        {{"1x1 1000 -> 24, 2x2, B=37 (whole images)", {}, {37, 1000, 2, 2, 24}}, false},
+        {{"1x1 2048 -> 512, 7x7, B=3 (whole images)", {}, {3, 2048, 7, 7, 512}}, false},
+        {{"1x1 1000 -> 130, one pixel, B=130 (whole images)", {}, {130, 1000, 1, 1, 130}}, false},
         {{"1x1 4 -> 130, 8x8, B=3 (one K step)", {}, {3, 4, 8, 8, 130}}, false},
         {{"1x1 520 -> 1000, 28x28", {}, {1, 520, 28, 28, 1000}}, false},
         {{"3x3 24 -> 40, 12x12, B=2", k3, {2, 24, 12, 12, 40}}, false},

@@ -88,9 +88,10 @@ TEST_CASE(
     };
     CHECK(tma({32, 256, 56, 56, 64}).has_value());
     CHECK(tma({37, 1000, 14, 14, 24}).has_value());      // odd channel counts are fine: TMA clips
-    CHECK_FALSE(tma({8, 2048, 7, 7, 512}).has_value());  // 49 pixels: rows not 16-byte multiples
+    CHECK(tma({8, 2048, 7, 7, 512}).has_value());        // 49 pixels: whole-image boxes
+    CHECK_FALSE(tma({8, 2048, 9, 9, 512}).has_value());  // 81 pixels: rows not 16-byte multiples
     CHECK_FALSE(tma({8, 30, 28, 28, 64}).has_value());   // C_IN = 30: weight rows neither
-    CHECK(conv2d_tma_unsupported_reason({}, {8, 2048, 7, 7, 512}, h200).find("multiple of 4") != std::string::npos);
+    CHECK(conv2d_tma_unsupported_reason({}, {8, 2048, 9, 9, 512}, h200).find("multiple of 4") != std::string::npos);
     CHECK(conv2d_tma_unsupported_reason({}, {8, 30, 28, 28, 64}, h200).find("C_IN") != std::string::npos);
     CHECK(conv2d_tma_unsupported_reason({}, {8, 64, 28, 28, 64}, {108, 166912, Arch(8, 0)}).find("9.0") !=
           std::string::npos);
@@ -106,7 +107,7 @@ TEST_CASE(
     CHECK(tma({1, 1024, 14, 14, 256})->split_k > 1);
     CHECK(conv2d_bn_silu_dispatch_reason({}, {1, 1024, 14, 14, 256}, h200).find("K split over a cluster of") !=
           std::string::npos);
-    CHECK(conv2d_bn_silu_dispatch_reason({}, {8, 2048, 7, 7, 512}, h200).find("x gathered") != std::string::npos);
+    CHECK(conv2d_bn_silu_dispatch_reason({}, {8, 2048, 9, 9, 512}, h200).find("x gathered") != std::string::npos);
     CHECK(conv2d_bn_silu_dispatch_reason({}, {32, 256, 56, 56, 64}, h200) == "the TMA + wgmma 1x1 kernel (sm_90a)");
     CHECK(tma({32, 256, 56, 56, 64})->split_k == 1);
     REQUIRE(tma({4, 256, 28, 28, 256}).has_value());
@@ -146,8 +147,51 @@ TEST_CASE("the TMA conv op: tile rules, the persistent grid, 9.0 devices only") 
           op.kernel().id());
     CHECK(conv2d_bn_silu_config(op) == "TMA=1 BLOCK_M=128 BLOCK_N=128 STAGES=4 GROUP_M=8");
     CHECK(error_of([&] {
-              (void)make_conv2d_bn_silu({}, {8, 64, 7, 7, 128}, "TMA=1 BLOCK_M=128 BLOCK_N=128 STAGES=4", h200);
+              (void)make_conv2d_bn_silu({}, {8, 64, 9, 9, 128}, "TMA=1 BLOCK_M=128 BLOCK_N=128 STAGES=4", h200);
           }).find("multiple of 4") != std::string::npos);
+}
+
+TEST_CASE("the Hopper 1x1 kernel's whole-image boxes: which images, rows of 8 or 4 floats, groups, grid, maps") {
+    const DeviceTraits h200{132, 232448, Arch(9, 0)};
+    auto image = [](const Conv2dShape& s) { return detail::image_box({}, s); };
+    // Images of at most 64 pixels whose size is no multiple of 4, or under 32 pixels.
+    REQUIRE(image({8, 2048, 7, 7, 512}).has_value());
+    CHECK(image({8, 2048, 7, 7, 512})->inner == 8);
+    CHECK(image({8, 2048, 7, 7, 512})->images() == 1);
+    CHECK(image({8, 2048, 7, 7, 512})->step_rows() == 196);  // 32 channels × 49 pixels / 8
+    REQUIRE(image({1, 40, 1, 1, 24}).has_value());           // M = 1: 64 images a warpgroup
+    CHECK(image({1, 40, 1, 1, 24})->images() == 64);
+    CHECK(image({1, 40, 1, 1, 24})->step_rows() == 4);
+    REQUIRE(image({37, 64, 4, 4, 64}).has_value());  // 16 pixels: 4 images, not half-empty boxes
+    CHECK(image({37, 64, 4, 4, 64})->images() == 4);
+    REQUIRE(image({5, 36, 5, 5, 200}).has_value());  // C_IN·M = 900: rows of 4 floats
+    CHECK(image({5, 36, 5, 5, 200})->inner == 4);
+    CHECK(image({5, 36, 5, 5, 200})->step_rows() == 200);
+    CHECK_FALSE(image({8, 20, 7, 7, 64}).has_value());  // 980: rows of 4 would need 392 a box
+    CHECK_FALSE(image({8, 64, 9, 9, 64}).has_value());  // 81 pixels
+    CHECK_FALSE(image({8, 64, 8, 8, 64}).has_value());  // 64 pixels: two full 32-pixel boxes
+    CHECK_FALSE(image({8, 64, 6, 6, 64}).has_value());  // 36: 32-pixel boxes idle no more rows
+    CHECK_FALSE(detail::image_box({.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, {8, 64, 7, 7, 64}));
+    CHECK(conv2d_tma_unsupported_reason({}, {8, 20, 7, 7, 64}, h200).find("at most 64 pixels") != std::string::npos);
+    // Two 32-pixel boxes a group of images: 37 images of 16 pixels are 10 groups.
+    CHECK(detail::sm90_boxes({}, {37, 64, 4, 4, 64}, false) == 20);
+    CHECK(detail::sm90_boxes({}, {3, 2048, 7, 7, 512}, false) == 6);
+    // 3 images of 49 pixels: a group each, 2 to a 128-pixel tile, 2 column tiles × 4 of channels.
+    const Conv2dBnSiluGemmTmaForward op({128, 128, 4, 8}, h200);
+    const std::size_t three[] = {3, 512, 7, 7};
+    CHECK(op.grid(three)[0] == 8);
+    const Shape x{3, 2048, 7, 7}, y{3, 512, 7, 7};
+    const std::size_t in[] = {3, 2048, 7, 7};
+    const ShapeView inputs_shape[] = {in};
+    CHECK(op.grid_for_launch(0, inputs_shape, three)[0] == 8);
+    // Padded and odd row strides, an unaligned y: the kernel stores y itself; x TMA cannot
+    // read (off 16 bytes) goes to the sm80 kernel.
+    const Tensor inputs[] = {{fake(0x10000), x}}, odd[] = {{fake(0x10004), x}};
+    void* const params[] = {fake(0x20000), fake(0x30000), fake(0x40000)};
+    const OpCall aligned{inputs, params, fake(0x50000), y, 49}, padded{inputs, params, fake(0x50000), y, 50},
+        unaligned_y{inputs, params, fake(0x50004), y, 49}, misaligned{odd, params, fake(0x50000), y, 49};
+    for (const OpCall* call : {&aligned, &padded, &unaligned_y}) CHECK(&op.op_for(*call) == &op);
+    CHECK(op.op_for(misaligned).kernel_for_launch(0).name() == "conv2d_bn_silu_gemm_forward");
 }
 
 TEST_CASE("the Hopper implicit GEMM: the layers TMA takes, its patch boxes, its grid and its configuration") {
@@ -268,7 +312,7 @@ TEST_CASE("the gathering Hopper kernel: layers TMA cannot box, its grid, its con
     // Dispatch: the large layers TMA cannot box get the gathering kernel, and run's reason says
     // why; a 3×3 layer over 14×14 or 7×7 images TMA boxes by whole rows.
     for (const auto& [attrs, shape] :
-         {std::pair{k3, Conv2dShape{32, 64, 62, 62, 64}}, {Conv2dAttrs{}, {32, 2048, 7, 7, 512}}}) {
+         {std::pair{k3, Conv2dShape{32, 64, 62, 62, 64}}, {Conv2dAttrs{}, {32, 2048, 9, 9, 512}}}) {
         CAPTURE(conv2d_problem_key(attrs, shape));
         CHECK(dispatch_conv2d_bn_silu(attrs, shape, h200)->kernel_for_launch(0).name() ==
               "conv2d_bn_silu_gather_tma_forward");

@@ -224,8 +224,8 @@ TEST_CASE("the TMA kernels build for sm_90a only: TMA, wgmma and setmaxnreg, uns
         for (const Kernel& k :
              {Conv2dBnSiluGemmTmaForward(t, h200).kernel(), Conv2dBnSiluTmaForward(t, k3, h200).kernel(),
               Conv2dBnSiluGatherTmaForward(t, k3, h200).kernel()}) {
-            // The 1×1 kernel copies 3-D boxes ({pixels, channels, image}) and stores them, the
-            // implicit GEMM 4-D ones; the gathering kernel copies only W's 2-D boxes, gathers X
+            // The 1×1 kernel copies 3-D boxes ({pixels, channels, image}, or whole images) and
+            // stores them, the implicit GEMM 4-D ones; the gathering kernel copies only W's 2-D boxes, gathers X
             // with cp.async that arrives on the stage's barrier, and stores y itself.
             const bool gathers = k.name() == "conv2d_bn_silu_gather_tma_forward";
             const std::string rank = gathers ? "2d" : k.name() == "conv2d_bn_silu_tma_forward" ? "4d" : "3d";
@@ -246,10 +246,10 @@ TEST_CASE("the TMA kernels build for sm_90a only: TMA, wgmma and setmaxnreg, uns
                     throw UsageError(k.id() + ": two consumer warpgroups without setmaxnreg");
                 if (c.ptx.find("mma.sync") != std::string::npos)
                     throw UsageError(k.id() + ": mma.sync in the TMA kernel");
-                // Each column policy's GEMM (the implicit GEMM has two: tap boxes and flattened
-                // rows) waits for the grid before once, after its barrier setup (which that grid's
-                // tail overlaps).
-                const int policies = k.name() == "conv2d_bn_silu_tma_forward" ? 2 : 1;
+                // Each column policy's GEMM (two but in the gathering kernel: 32-pixel boxes and
+                // whole images, tap boxes and flattened rows) waits for the grid before once, after
+                // its barrier setup (which that grid's tail overlaps).
+                const int policies = gathers ? 1 : 2;
                 int waits = 0;
                 for (auto at = c.ptx.find("griddepcontrol.wait"); at != std::string::npos;
                      at = c.ptx.find("griddepcontrol.wait", at + 1))
