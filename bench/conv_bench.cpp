@@ -8,11 +8,14 @@
 #include <getopt.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <kjit/kjit.hpp>
@@ -108,6 +111,26 @@ double time_op(const RuntimeOp& op, const Stream& stream, Buffers& b, const Conv
     return us[us.size() / 2];
 }
 
+/// Compiles every launch's kernel of `ops` for `device` on all cores, as `kjit warm -j` does,
+/// so that timing them does not wait on one NVRTC compile after another.
+void compile_all(const std::vector<std::unique_ptr<Conv2dOp>>& ops, const Device& device) {
+    std::vector<const Kernel*> kernels;
+    for (const auto& op : ops)
+        for (std::size_t i = 0; i < op->n_launches(); ++i) kernels.push_back(&op->kernel_for_launch(i));
+    std::atomic<std::size_t> next{0};
+    std::vector<std::jthread> workers(std::max(1u, std::thread::hardware_concurrency()));
+    for (auto& worker : workers)
+        worker = std::jthread([&] {
+            for (std::size_t i; (i = next++) < kernels.size();) {
+                try {
+                    (void)Runtime::global().compile(*kernels[i], {.arch = kernels[i]->target(device.arch())});
+                } catch (const Error&) {
+                    // timed, it fails again with its error
+                }
+            }
+        });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -147,12 +170,18 @@ int main(int argc, char** argv) try {
                 double best = 1e30;
                 std::string best_id, timed;  // every candidate's time: what the dispatch cost model is fitted to
                 // The same candidates `kjit tune` times.
-                for (const auto& config : conv2d_bn_silu_candidates(l.attrs, s, traits)) {
-                    if (config.find(only_config) == std::string::npos) continue;
-                    const auto op = make_conv2d_bn_silu(l.attrs, s, config, traits);
-                    const double us = time_op(*op, stream, b, l.attrs, s, iterations);
-                    if (us < best) best = us, best_id = config;
-                    timed += fmt::format("{}\"{}\": {:.3f}", timed.empty() ? "" : ", ", config, us);
+                std::vector<std::string> configs;
+                std::vector<std::unique_ptr<Conv2dOp>> ops;
+                for (const auto& config : conv2d_bn_silu_candidates(l.attrs, s, traits))
+                    if (config.find(only_config) != std::string::npos) {
+                        configs.push_back(config);
+                        ops.push_back(make_conv2d_bn_silu(l.attrs, s, config, traits));
+                    }
+                compile_all(ops, device);
+                for (std::size_t i = 0; i < ops.size(); ++i) {
+                    const double us = time_op(*ops[i], stream, b, l.attrs, s, iterations);
+                    if (us < best) best = us, best_id = configs[i];
+                    timed += fmt::format("{}\"{}\": {:.3f}", timed.empty() ? "" : ", ", configs[i], us);
                 }
                 const auto chosen = dispatch_conv2d_bn_silu(l.attrs, s, traits);
                 const double chosen_us = time_op(*chosen, stream, b, l.attrs, s, iterations);
