@@ -8,13 +8,11 @@
 #include <getopt.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <optional>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -111,24 +109,13 @@ double time_op(const RuntimeOp& op, const Stream& stream, Buffers& b, const Conv
     return us[us.size() / 2];
 }
 
-/// Compiles every launch's kernel of `ops` for `device` on all cores, as `kjit warm -j` does,
-/// so that timing them does not wait on one NVRTC compile after another.
+/// Compiles every launch's kernel of `ops` for `device` on all cores, so that timing them does
+/// not wait on one NVRTC compile after another.
 void compile_all(const std::vector<std::unique_ptr<Conv2dOp>>& ops, const Device& device) {
     std::vector<const Kernel*> kernels;
     for (const auto& op : ops)
         for (std::size_t i = 0; i < op->n_launches(); ++i) kernels.push_back(&op->kernel_for_launch(i));
-    std::atomic<std::size_t> next{0};
-    std::vector<std::jthread> workers(std::max(1u, std::thread::hardware_concurrency()));
-    for (auto& worker : workers)
-        worker = std::jthread([&] {
-            for (std::size_t i; (i = next++) < kernels.size();) {
-                try {
-                    (void)Runtime::global().compile(*kernels[i], {.arch = kernels[i]->target(device.arch())});
-                } catch (const Error&) {
-                    // timed, it fails again with its error
-                }
-            }
-        });
+    Runtime::global().compile_all(kernels, device.arch());
 }
 
 }  // namespace

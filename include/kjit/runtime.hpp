@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string_view>
 
 #include <kjit/args.hpp>
@@ -72,6 +73,9 @@ public:
     /// The compiled kernel for `options`: from memory, else SQLite, else NVRTC (stored).
     /// Concurrent calls for one missing key run NVRTC once. Needs no GPU.
     [[nodiscard]] CompileResult compile(const Kernel& kernel, const CompileOptions& options);
+    /// compile() for each of `kernels` (once per id) at its target on a device of arch `device`,
+    /// in parallel on all cores; once all are done, the first failure is rethrown. Needs no GPU.
+    void compile_all(std::span<const Kernel* const> kernels, Arch device);
 
     /// The kernel's entry point on `device`, compiled for the device's arch.
     [[nodiscard]] const LoadedKernel& load(const Kernel& kernel, const Device& device);

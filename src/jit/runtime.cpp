@@ -2,11 +2,16 @@
 // and processes), load it on the device, remember it in the kernel's hot slot, check the launch
 // (launch_checks.cpp) and hand it to the driver: cuLaunchKernel, or cuLaunchKernelEx for clusters and
 // programmatic dependent launches.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <exception>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <kjit/error.hpp>
@@ -252,6 +257,31 @@ Runtime& Runtime::global() {
 
 CompileResult Runtime::compile(const Kernel& kernel, const CompileOptions& options) {
     return impl_->compile(kernel, options);
+}
+
+void Runtime::compile_all(std::span<const Kernel* const> kernels, Arch device) {
+    std::vector<const Kernel*> distinct;
+    std::set<std::string_view> ids;
+    for (const Kernel* k : kernels)
+        if (ids.insert(k->id()).second) distinct.push_back(k);
+    std::atomic<std::size_t> next{0};
+    std::mutex failure_mutex;
+    std::exception_ptr failure;
+    std::vector<std::jthread> workers(
+        std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), static_cast<unsigned>(distinct.size()))));
+    for (auto& w : workers)
+        w = std::jthread([&] {
+            for (std::size_t i; (i = next++) < distinct.size();) {
+                try {
+                    (void)compile(*distinct[i], CompileOptions{.arch = distinct[i]->target(device)});
+                } catch (...) {
+                    std::lock_guard lock(failure_mutex);
+                    if (!failure) failure = std::current_exception();
+                }
+            }
+        });
+    workers.clear();  // joins
+    if (failure) std::rethrow_exception(failure);
 }
 
 const LoadedKernel& Runtime::load(const Kernel& kernel, const Device& device) { return impl_->resolve(kernel, device); }

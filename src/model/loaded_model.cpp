@@ -1,12 +1,9 @@
 // A planned graph loaded onto a device: parameters and activations allocated once, every
 // kernel compiled (in parallel) and loaded, then run op by op or replayed as one CUDA graph.
 #include <algorithm>
-#include <atomic>
 #include <fstream>
-#include <mutex>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "model/loaded_model_impl.hpp"
 
@@ -73,24 +70,7 @@ LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device,
     }
 
     // Every kernel compiled (or fetched) in parallel, then loaded.
-    std::atomic<std::size_t> next{0};
-    std::mutex failure_mutex;
-    std::exception_ptr failure;
-    std::vector<std::thread> workers(
-        std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), static_cast<unsigned>(kernels.size()))));
-    for (auto& w : workers)
-        w = std::thread([&] {
-            for (std::size_t i; (i = next++) < kernels.size();) {
-                try {
-                    (void)runtime.compile(*kernels[i], CompileOptions{.arch = kernels[i]->target(device.arch())});
-                } catch (...) {
-                    std::lock_guard lock(failure_mutex);
-                    if (!failure) failure = std::current_exception();
-                }
-            }
-        });
-    for (auto& w : workers) w.join();
-    if (failure) std::rethrow_exception(failure);
+    runtime.compile_all(kernels, device.arch());
     for (const Kernel* k : kernels) (void)runtime.load(*k, device);
     return LoadedModel(std::move(impl));
 }

@@ -102,6 +102,21 @@ TEST_CASE("single-flight: 8 threads asking for one missing kernel cause exactly 
     CHECK(rt.stats().memory_hits == 7);
 }
 
+TEST_CASE("compile_all: each distinct kernel once, in parallel, at its target, the first failure rethrown") {
+    test::TempDir dir;
+    Runtime rt(dir.path());
+    const Kernel a = test::axpby(), same = test::axpby();
+    const Kernel* twice[] = {&a, &same, &a};
+    rt.compile_all(twice, Arch(9, 0));
+    CHECK(rt.stats().compiles == 1);
+    CHECK(rt.compile(a, test::options_for("sm_90")).origin == Origin::memory);
+    const Kernel broken(KernelSpec{"broken", {}, {{"x", {Scalar::f32, true}}}},
+                        "__device__ void broken(float* x) { nope; }");
+    const Kernel* mixed[] = {&broken, &a};
+    CHECK_THROWS_AS(rt.compile_all(mixed, Arch(9, 0)), CompileError);
+    CHECK(rt.stats().memory_hits == 2);  // the good kernel was still served
+}
+
 TEST_CASE("a failed compile is not memoised: every caller sees the error") {
     test::TempDir dir;
     Runtime rt(dir.path());
