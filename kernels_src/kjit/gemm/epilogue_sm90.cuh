@@ -27,7 +27,7 @@ __device__ __forceinline__ void store_pixel_channels(float* out, int row_stride,
 }
 
 /// BN scale and shift of a thread's channel pairs (c, c + 1), c = 8j + 2t: every load issued
-/// before any is used, branch-free, so a tile pays their latency once. Channels past N read
+/// before any is used, branch-free (consume_tiles issues them before the tile's K loop). Channels past N read
 /// channel N - 1 (their outputs are clipped by the store); one 8-byte load per pair where every
 /// pair is aligned (the choice is uniform across the block).
 template <int BLOCK_N>
@@ -59,16 +59,17 @@ struct ChannelPairs {
 /// consumer's two output boxes, which are reused tile after tile: the previous tile's stores
 /// must have read them first. TMA stores the boxes (Columns::store, one thread), or, where the
 /// policy says TMA cannot, every thread of the warpgroup stores its share (Columns::store_rows).
+/// Channel groups of 8 wholly past N are neither computed nor staged: no store reads them (TMA
+/// clips at the tensor's edge, store_rows stops at N), which spares a layer of fewer channels
+/// than the tile most of its epilogue.
 template <int BLOCK_M, int BLOCK_N, int STAGES, class Columns>
-__device__ __forceinline__ void store_tile(const Accumulators<BLOCK_N>& acc,
+__device__ __forceinline__ void store_tile(const Accumulators<BLOCK_N>& acc, const ChannelPairs<BLOCK_N>& bn,
                                            const Shared<BLOCK_M, BLOCK_N, STAGES>& shared, const Columns& columns,
-                                           int consumer, int tile_m, int row0, int N, const float* bn_scale,
-                                           const float* bn_shift)
+                                           int consumer, int tile_m, int row0, int N)
 {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4, g = lane / 4, t = lane % 4;
     const bool leader = threadIdx.x % 128 == 0;
-    const int barrier = 1 + consumer;                                // this warpgroup's named barrier
-    const ChannelPairs<BLOCK_N> bn(bn_scale, bn_shift, row0, N, t);  // in flight across the wait below
+    const int barrier = 1 + consumer;  // this warpgroup's named barrier
     bool by_tma = Columns::y_store == YStore::tma;
     if constexpr (Columns::y_store == YStore::per_call) by_tma = columns.stores_by_tma();  // uniform over the grid
     if (by_tma && leader) kjit::tma_store_wait_read();
@@ -77,7 +78,8 @@ __device__ __forceinline__ void store_tile(const Accumulators<BLOCK_N>& acc,
     const unsigned box = shared.y(2 * consumer + pixels[0].box);  // both rows' pixels share it
 #pragma unroll
     for (int j = 0; j < BLOCK_N / 8; ++j) {
-        const int c = 8 * j + 2 * t;  // this thread's channels c, c + 1
+        if (row0 + 8 * j >= N) break;  // uniform across the block
+        const int c = 8 * j + 2 * t;   // this thread's channels c, c + 1
 #pragma unroll
         for (int v0 = 0; v0 < 2; ++v0)
 #pragma unroll

@@ -69,7 +69,8 @@ double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms,
     const double per_sm = static_cast<double>(ceil_div<long long>(tiles * t.split_k, sms));
     const int k_share = ceil_div(ceil_div(k, 32), t.split_k) * 32;
     const double math = t.block_m * t.block_n / 1024.0, traffic = (t.block_m * x_weight + t.block_n) * 4.0 / 24.0;
-    const double store = t.block_m * t.block_n * 4.0 / 32.0;
+    // The epilogue computes and stages only the channel groups below N (epilogue_sm90.cuh).
+    const double store = t.block_m * std::min(t.block_n, ceil_div(n, 8) * 8) * 4.0 / 32.0;
     // Block 0 reads each other block's partial tile at ~16 bytes a clock, after a hand-over's latency.
     const double reduction = (t.split_k - 1) * (t.block_m * t.block_n * 4.0 / 16.0 + 1500.0);
     const double work = k_share * std::max(math, traffic) + store + reduction + 1500.0;
