@@ -27,9 +27,9 @@ __device__ __forceinline__ void store_pixel_channels(float* out, int row_stride,
 }
 
 /// BN scale and shift of a thread's channel pairs (c, c + 1), c = 8j + 2t: every load issued
-/// before any is used, branch-free (consume_tiles issues them before the tile's K loop). Channels past N read
-/// channel N - 1 (their outputs are clipped by the store); one 8-byte load per pair where every
-/// pair is aligned (the choice is uniform across the block).
+/// before any is used, branch-free (consume_tiles issues them before the tile's K loop).
+/// Channels past N read channel N - 1 (their outputs are never stored); one 8-byte load per
+/// pair where every pair is aligned (the choice is uniform across the block).
 template <int BLOCK_N>
 struct ChannelPairs {
     float2 scale[BLOCK_N / 8], shift[BLOCK_N / 8];
