@@ -57,25 +57,34 @@ double gemm_cost(const GemmTiles& t, int split_k, long long p, int n, int k, boo
     return std::max(latency, throughput) + (split_k > 1 ? clustered_launch : 0.0);
 }
 
+/// Clusters of `size` blocks that run at once at one block per multiprocessor (every Hopper
+/// kernel's shared memory allows only one). A cluster's blocks share a GPC, and GPCs hold
+/// unequal numbers of SMs, so sizes of 4 and 8 leave SMs over: on the H200 (132 SMs) 30
+/// clusters of 4 ran in one wave and 32 in two (1.3–1.7× the time of half the split on the same
+/// tiles), 14 of 8 in one and 16 in two; 64 of 2 in one (2026-12-02 bench, every candidate).
+long long clusters_at_once(int sms, int size) {
+    return size == 1 ? sms : size == 2 ? sms / 2 : std::max(1, sms / size - 2);
+}
+
 /// The Hopper GEMM, in the same units: a persistent block's tiles, each the larger of its wgmma
 /// work and operand traffic (or its K steps' latency) over its share of K, plus the epilogue's
 /// store and a start — and with split-K, block 0's reading of the other blocks' partial tiles
-/// through distributed shared memory. Its pipeline hides latency the sm80 model charges, hence
-/// the weight against that model (fitted to the 2026-12-02 H200 runs' candidate times: the
-/// weight to the first with the gathering kernel, the hand-over's costs to the first with
-/// split-K).
+/// through distributed shared memory; a split-K grid runs in waves of the clusters that fit at
+/// once. Its pipeline hides latency the sm80 model charges, hence the weight against that model
+/// (the start and the weight refitted to the 2026-12-02 H200 run of the landed kernels, every
+/// candidate of the 111 bench rows; the hand-over's costs to an earlier run with split-K).
 double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms, double x_weight) {
     const long long tiles = Sm90Geometry{t.block_m, t.block_n, t.stages}.column_tiles(boxes) * ceil_div(n, t.block_n);
-    const double per_sm = static_cast<double>(ceil_div<long long>(tiles * t.split_k, sms));
+    const double per_sm = static_cast<double>(ceil_div<long long>(tiles, clusters_at_once(sms, t.split_k)));
     const int k_share = ceil_div(ceil_div(k, 32), t.split_k) * 32;
     const double math = t.block_m * t.block_n / 1024.0, traffic = (t.block_m * x_weight + t.block_n) * 4.0 / 24.0;
     // The epilogue computes and stages only the channel groups below N (epilogue_sm90.cuh).
     const double store = t.block_m * std::min(t.block_n, ceil_div(n, 8) * 8) * 4.0 / 32.0;
     // Block 0 reads each other block's partial tile at ~16 bytes a clock, after a hand-over's latency.
     const double reduction = (t.split_k - 1) * (t.block_m * t.block_n * 4.0 / 16.0 + 1500.0);
-    const double work = k_share * std::max(math, traffic) + store + reduction + 1500.0;
-    const double latency = ceil_div(k_share, 32) * 100.0 + reduction + 1500.0;
-    constexpr double weight = 0.33;
+    constexpr double start = 1100.0, weight = 0.21;
+    const double work = k_share * std::max(math, traffic) + store + reduction + start;
+    const double latency = ceil_div(k_share, 32) * 100.0 + reduction + start;
     return weight * per_sm * std::max(work, latency) + (t.split_k > 1 ? clustered_launch : 0.0);
 }
 

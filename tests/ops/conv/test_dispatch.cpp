@@ -387,6 +387,15 @@ TEST_CASE("split-K on the Hopper kernels: configuration text, rules, clusters, g
         CHECK(t.stages >= 3);
         CHECK(2048 / 32 >= 2 * t.split_k);
     }
+    // Clusters of 4 fill 30 of the H200's 132 SMs' worth at once, not 33: dispatch does not give
+    // 3x3 512->512 @7 b8 the 32 clusters of whole-row 64x128 tiles split 4 (two waves on the
+    // H200), but the gathering kernel's 28 (13 boxes of 32 pixels: 7 column tiles × 4 row tiles).
+    const auto deep = dispatch_conv2d_bn_silu(k3, {8, 512, 7, 7, 512}, h200);
+    const auto& pick = dynamic_cast<const TmaConvOp&>(*deep);
+    CAPTURE(conv2d_bn_silu_config(pick));
+    const std::size_t deep_y[] = {8, 512, 7, 7};
+    CHECK(pick.grid(deep_y)[0] / pick.tiles().split_k <= 30);
+    CHECK(pick.tiles().split_k == 4);
 }
 
 TEST_CASE("device traits are stated in full: no count may be zero or negative") {
