@@ -97,6 +97,8 @@ struct DirectTiles {
 /// "bn.running_var" — rows of OH·OW outputs, and the output shape from the attributes.
 class Conv2dOp : public RuntimeOp {
 public:
+    static constexpr std::size_t weight_slot = 0;  ///< the weight's index in param_names()
+
     [[nodiscard]] const Conv2dAttrs& attrs() const noexcept { return attrs_; }
     [[nodiscard]] const Kernel& kernel() const noexcept { return kernel_; }
 
@@ -178,6 +180,10 @@ public:
 
     /// This op, or its sm80 fallback where TMA cannot reach the call's tensors.
     [[nodiscard]] const RuntimeOp& op_for(const OpCall& call) const override;
+    /// The weight rounded to TF32, to nearest (ties away from zero, as `cvt.rna.tf32.f32`): the
+    /// kernels read W through a wgmma descriptor, and the tensor cores would truncate it. A
+    /// caller passing its own W gets the same accuracy by calling this on it first.
+    void prepare_param(std::size_t index, std::span<float> values) const override;
     /// Throws UsageError where TMA cannot take the tensors (their strides or alignment).
     void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
     /// The grid for this output; the implicit GEMM's output boxes depend on the input's width as

@@ -24,7 +24,11 @@ WeightsReport LoadedModel::load_weights(const std::map<std::string, SafeTensor>&
     WeightsReport report;
     std::set<std::string> used;
     std::vector<std::string> missing, mismatched;
-    std::vector<std::pair<DeviceBuffer*, std::vector<float>>> uploads;
+    struct Upload {
+        std::size_t node, slot;
+        std::vector<float> values;
+    };
+    std::vector<Upload> uploads;
     auto floats_of = [&](const std::string& key, const Shape& shape) -> std::optional<std::vector<float>> {
         const SafeTensor& t = tensors.at(key);
         if (t.dtype != "F32" || t.shape != shape) {
@@ -53,7 +57,7 @@ WeightsReport LoadedModel::load_weights(const std::map<std::string, SafeTensor>&
             if (folding && std::ranges::find(fold->targets, p) != fold->targets.end()) continue;
             const auto& [key, shape] = node.params[p];
             if (!tensors.contains(key)) missing.push_back(key);
-            else if (auto v = floats_of(key, shape)) uploads.emplace_back(&impl_->params[n][p], *std::move(v));
+            else if (auto v = floats_of(key, shape)) uploads.push_back({n, p, *std::move(v)});
         }
         if (!folding) continue;
         std::vector<std::vector<float>> values;
@@ -69,7 +73,7 @@ WeightsReport LoadedModel::load_weights(const std::map<std::string, SafeTensor>&
             if (folded[i].size() != element_count(node.params[slot].shape))
                 throw UsageError(fmt::format("node '{}': the fold gave {} values for {}", node.name, folded[i].size(),
                                              node.params[slot].key));
-            uploads.emplace_back(&impl_->params[n][slot], std::move(folded[i]));
+            uploads.push_back({n, slot, std::move(folded[i])});
         }
         ++report.folded;
     }
@@ -80,7 +84,10 @@ WeightsReport LoadedModel::load_weights(const std::map<std::string, SafeTensor>&
             what += fmt::format("{}mismatched: {}", what.empty() ? "" : "; ", fmt::join(mismatched, "; "));
         throw UsageError(fmt::format("the weights do not fit the model ({}); nothing was loaded", what));
     }
-    for (auto& [buffer, values] : uploads) buffer->upload(std::span<const float>(values));
+    for (auto& [node, slot, values] : uploads) {
+        impl_->plan.nodes()[node].op->prepare_param(slot, values);
+        impl_->params[node][slot].upload(std::span<const float>(values));
+    }
     report.loaded = uploads.size();
     for (const auto& [key, t] : tensors)
         if (!used.contains(key)) report.extra.push_back(key);

@@ -14,6 +14,7 @@ std::vector<Shape> RuntimeOp::param_shapes(std::span<const ShapeView>, ShapeView
 std::span<const std::string_view> RuntimeOp::param_names() const { return {}; }
 std::optional<std::vector<std::byte>> RuntimeOp::param_init_data(std::size_t) const { return std::nullopt; }
 std::optional<ParamFold> RuntimeOp::param_fold(std::span<const Shape>) const { return std::nullopt; }
+void RuntimeOp::prepare_param(std::size_t, std::span<float>) const {}
 std::size_t RuntimeOp::forward_output_row_elems(ShapeView output_shape) const {
     return output_shape.empty() ? 1 : output_shape.back();
 }

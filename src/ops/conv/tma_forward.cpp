@@ -3,6 +3,7 @@
 // set and shape (what TMA reads x, w and y through).
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <climits>
 #include <deque>
 #include <mutex>
@@ -373,6 +374,17 @@ TmaConvOp::TmaConvOp(std::string kernel_name, std::vector<Param> signature, cons
 }
 
 TmaConvOp::~TmaConvOp() = default;
+
+void TmaConvOp::prepare_param(std::size_t index, std::span<float> values) const {
+    if (index != weight_slot) return;
+    for (float& v : values) {
+        auto bits = std::bit_cast<std::uint32_t>(v);
+        // Half of TF32's last place added to the magnitude, the 13 bits below it dropped;
+        // infinities and NaN (exponent all ones) kept as they are.
+        if ((bits & 0x7f800000u) != 0x7f800000u) bits = (bits + 0x1000u) & 0xffffe000u;
+        v = std::bit_cast<float>(bits);
+    }
+}
 
 const RuntimeOp& TmaConvOp::op_for(const OpCall& call) const {
     if (const auto p = plan(attrs(), tiles_, gathers_, call); !p.why_not.empty()) {

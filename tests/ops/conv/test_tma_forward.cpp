@@ -1,9 +1,15 @@
-// The Hopper implicit GEMM's box geometry (src/ops/conv/tma_forward.cpp, kjit/gemm_geometry.cuh),
-// checked against what its kernel reads: every input element of a box's 32 output pixels lies in
-// the patch TMA loads, from a column TMA can start at.
+// The Hopper conv ops (src/ops/conv/tma_forward.cpp): the implicit GEMM's box geometry
+// (kjit/gemm_geometry.cuh), checked against what its kernel reads — every input element of a
+// box's 32 output pixels lies in the patch TMA loads, from a column TMA can start at — and the
+// weight's rounding to TF32 at load.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
 
 #include <kjit/conv.hpp>
 
@@ -136,4 +142,38 @@ TEST_CASE("the flattened-rows boxes hold every input element their output pixels
                         CHECK(outside == 0);
                     }
     CHECK(layers > 100);
+}
+
+TEST_CASE("the TMA conv ops round their weight to TF32 at load, to nearest, and leave the BN slots alone") {
+    const DeviceTraits h200{132, 232448, Arch(9, 0)};
+    const auto op = make_conv2d_bn_silu({}, {8, 64, 28, 28, 128}, "TMA=1 BLOCK_M=128 BLOCK_N=128 STAGES=4", h200);
+    auto f = [](std::uint32_t bits) { return std::bit_cast<float>(bits); };
+    auto bits = [](float v) { return std::bit_cast<std::uint32_t>(v); };
+    const float inf = std::numeric_limits<float>::infinity();
+    // TF32 keeps 10 fraction bits: 1 + 2^-11 is half its last place and rounds away from zero.
+    std::vector<float> w = {
+        1.0f + 0x1p-11f, 1.0f + 0x1p-11f - 0x1p-23f,       -(1.0f + 0x1p-11f), 0.3f, f(0x7fffffffu), -inf,
+        f(0x00001fffu),  std::numeric_limits<float>::max()};
+    const std::vector<float> given = w;
+    op->prepare_param(Conv2dOp::weight_slot, w);
+    CHECK(w[0] == 1.0f + 0x1p-10f);
+    CHECK(w[1] == 1.0f);
+    CHECK(w[2] == -(1.0f + 0x1p-10f));
+    CHECK(bits(w[3]) == ((bits(0.3f) + 0x1000u) & 0xffffe000u));
+    CHECK(std::abs(w[3] - 0.3f) <= 0.3f * 0x1p-11f);
+    CHECK(bits(w[4]) == 0x7fffffffu);  // CUDA's NaN stays NaN (an integer add alone would wrap it to -0)
+    CHECK(std::isnan(w[4]));
+    CHECK(w[5] == -inf);
+    CHECK(bits(w[6]) == 0x00002000u);  // subnormals round the same way
+    CHECK(w[7] == inf);                // as cvt.rna: the largest float rounds up past TF32's range
+    for (const float v : w)
+        if (!std::isnan(v)) CHECK((bits(v) & 0x1fffu) == 0);
+    std::vector<float> scale = given;
+    op->prepare_param(1, scale);  // bn_scale: read as fp32 by the epilogue
+    CHECK(std::memcmp(scale.data(), given.data(), given.size() * sizeof(float)) == 0);
+    // The sm80 kernels round their fragments themselves: their ops leave the weight as given.
+    const auto sm80 = make_conv2d_bn_silu({}, {8, 64, 28, 28, 128}, "BLOCK_M=128 BLOCK_N=64 BLOCK_K=32", h200);
+    std::vector<float> same = given;
+    sm80->prepare_param(Conv2dOp::weight_slot, same);
+    CHECK(std::memcmp(same.data(), given.data(), given.size() * sizeof(float)) == 0);
 }
