@@ -1,7 +1,14 @@
 // Dispatch: which kernel and tiles a layer gets.
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include <kjit/conv.hpp>
 
@@ -403,4 +410,33 @@ TEST_CASE("device traits are stated in full: no count may be zero or negative") 
     CHECK_THROWS_AS(DeviceTraits(132, -1, Arch(9, 0)), UsageError);
     const DeviceTraits h100(114, 232448, Arch(9, 0));
     CHECK(h100.multiprocessors == 114);
+}
+
+TEST_CASE("dispatch against measured times: within 1.15x of the best candidate on every row of the last H200 run") {
+    // Every candidate of the 111 bench rows (kjit_conv_bench --quick) on main's kernels; the
+    // cost models' constants were fitted to it. Refresh it, and refit, when the kernels change.
+    const DeviceTraits h200{132, 232448, Arch(9, 0)};
+    std::ifstream run(KJIT_SOURCE_DIR "/docs/bench-data/2026-12-02-landed-candidates-kjit.jsonl");
+    REQUIRE(run.good());
+    int rows = 0;
+    std::vector<std::string> over;
+    for (std::string line; std::getline(run, line);) {
+        const auto r = nlohmann::json::parse(line);
+        if (!r.contains("layer")) continue;
+        const int k = r["kernel"].get<int>(), stride = r["stride"].get<int>(), hw = r["hw"].get<int>();
+        const Conv2dAttrs a{
+            .kernel_h = k, .kernel_w = k, .stride_h = stride, .stride_w = stride, .pad_h = k / 2, .pad_w = k / 2};
+        const Conv2dShape s{r["batch"].get<int>(), r["c_in"].get<int>(), hw, hw, r["c_out"].get<int>()};
+        const std::string pick = conv2d_bn_silu_config(*dispatch_conv2d_bn_silu(a, s, h200));
+        const auto& timed = r["candidates"];
+        CAPTURE(pick);
+        REQUIRE(timed.contains(pick));  // dispatch picks among the candidates `kjit tune` times
+        const double ratio = timed[pick].get<double>() / r["best_us"].get<double>();
+        if (ratio > 1.15) over.push_back(fmt::format("{} b{} {:.2f}x", r["layer"].get<std::string>(), s.batch, ratio));
+        ++rows;
+    }
+    CHECK(rows == 111);
+    const std::string misses = fmt::format("{}", fmt::join(over, ", "));
+    CAPTURE(misses);
+    CHECK(over.empty());
 }
