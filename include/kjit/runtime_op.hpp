@@ -90,8 +90,9 @@ public:
     /// Slots that may be folded from other tensors at load (`param_shapes` as param_shapes()
     /// returned them). Default: none.
     [[nodiscard]] virtual std::optional<ParamFold> param_fold(std::span<const Shape> param_shapes) const;
-    /// Rewrites slot `index`'s values on their way to the device at load (after any fold), e.g.
-    /// rounded to the precision its kernel reads them in. Default: unchanged.
+    /// Rewrites slot `index`'s values on their way to the device in LoadedModel::load_weights
+    /// (after any fold; param_init_data is the op's own and passes as given), e.g. rounded to the
+    /// precision its kernel reads them in. Default: unchanged.
     virtual void prepare_param(std::size_t index, std::span<float> values) const;
     /// Elements of one output row. Default: the last dimension.
     [[nodiscard]] virtual std::size_t forward_output_row_elems(ShapeView output_shape) const;
