@@ -22,12 +22,12 @@ warm)  # no GPU needed: sm_90 from the command line; a second run is all hits
   ;;
 warm-sm90a)  # the TMA kernels build for sm_90a, also when warming for sm_90 devices; never for others
   expect 0 "$kjit" warm --arch sm_90a --kernel conv2d_bn_silu_gemm_tma_forward --cache-dir "$dir" -j 2
-  contains "8 compiled, 0 already cached, 0 failed"
+  contains "14 compiled, 0 already cached, 0 failed"
   expect 0 "$kjit" warm --arch sm_90 --kernel conv2d_bn_silu_gemm_tma_forward --cache-dir "$dir" -j 2
-  contains "0 compiled, 8 already cached, 0 failed"
+  contains "0 compiled, 14 already cached, 0 failed"
   expect 0 "$kjit" warm --arch sm_80 --kernel conv2d_bn_silu_gemm_tma_forward --cache-dir "$dir" -j 2
   contains "0 compiled, 0 already cached, 0 failed"
-  contains "8 arch-specific configurations skipped"
+  contains "14 arch-specific configurations skipped"
   expect 0 "$kjit" cache ls --cache-dir "$dir"
   grep -q "sm_80" <<<"$out" && fail "an sm_80 entry of an sm_90a-only kernel: $out"
   args=(conv2d_bn_silu_gemm_tma_forward -D BLOCK_M=128 -D BLOCK_N=128 -D STAGES=5 -D GROUP_M=8 --cache-dir "$dir")
@@ -64,9 +64,9 @@ export-import)  # a warmed cache ships: export, import into an empty database, v
   # A 9.0 device also loads the sm_90a kernels: exporting sm_90 ships them; sm_90a alone, only them.
   expect 0 "$kjit" warm --arch sm_90 --kernel conv2d_bn_silu_gemm_tma_forward --cache-dir "$dir/a" -j 2
   expect 0 "$kjit" cache export "$dir/hopper.sqlite3" --arch sm_90 --cache-dir "$dir/a"
-  contains "exported 12 entries"
+  contains "exported 18 entries"
   expect 0 "$kjit" cache export "$dir/tma.sqlite3" --arch sm_90a --cache-dir "$dir/a"
-  contains "exported 8 entries"
+  contains "exported 14 entries"
   ;;
 verify)  # a byte flipped inside a stored blob is found and named; import rejects it
   expect 0 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir"

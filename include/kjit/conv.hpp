@@ -171,6 +171,8 @@ class TmaConvOp : public Conv2dOp {
 public:
     /// The sm80 kernel's tiles for calls TMA cannot take.
     static constexpr GemmTiles fallback_tiles{128, 64, 32, 8};
+    /// fallback_tiles where they fit `max_shared_bytes`, else the largest sm80 tiles that do.
+    [[nodiscard]] static GemmTiles fallback_for(int max_shared_bytes);
 
     ~TmaConvOp() override;
     [[nodiscard]] const Sm90Tiles& tiles() const noexcept { return tiles_; }

@@ -33,9 +33,10 @@ struct GemmGeometry {
     }
 };
 
-/// The Hopper (sm_90a, TMA + wgmma) tile: BLOCK_M pixels (64 per consumer warpgroup) × BLOCK_N
-/// channels, K in 32-float steps (one 128-byte swizzled row), STAGES of them in flight. Boxes
-/// are 32 pixels (X and Y) or 32 of K (W) wide: one 128-byte row each.
+/// The Hopper (sm_90a, TMA + wgmma) tile: BLOCK_M pixels (64 per consumer warpgroup: 1, 2 or 4 of
+/// them) × BLOCK_N channels (the wgmma N: 32, 64 or 128), K in 32-float steps (one 128-byte
+/// swizzled row), STAGES of them in flight. Boxes are 32 pixels (X and Y) or 32 of K (W) wide:
+/// one 128-byte row each.
 struct Sm90Geometry {
     int block_m, block_n, stages;
 
@@ -44,6 +45,21 @@ struct Sm90Geometry {
 
     constexpr int consumers() const { return block_m / 64; }           // wgmma warpgroups
     constexpr int threads() const { return 128 * (consumers() + 1); }  // + the TMA producer
+    /// Registers per thread at launch: the 64K register file over the block's threads, in the
+    /// 8-register units setmaxnreg moves (__launch_bounds__(threads(), 1) caps ptxas there).
+    constexpr int launch_registers() const { return 65536 / threads() / 8 * 8; }
+    /// What setmaxnreg leaves the producer warpgroup: one thread issuing TMA copies needs few; a
+    /// gathering warpgroup computes addresses.
+    static constexpr int producer_registers(bool gathers) { return gathers ? 56 : 40; }
+    /// What each consumer warpgroup raises itself to: its launch share and an equal part of what
+    /// the producer gave up (setmaxnreg.inc waits for registers the block has freed, so the sum
+    /// may not exceed them).
+    constexpr int consumer_registers(bool gathers) const
+    {
+        const int launch = launch_registers(), freed = launch - producer_registers(gathers);
+        const int raised = launch + freed / consumers() / 8 * 8;
+        return raised < 240 ? raised : 240;
+    }
     constexpr int w_bytes() const { return block_n * box * 4; }
     constexpr int x_box_bytes() const { return block_k * box * 4; }
     constexpr int x_bytes() const { return block_m / box * x_box_bytes(); }

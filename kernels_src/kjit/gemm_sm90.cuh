@@ -78,7 +78,7 @@ __device__ __forceinline__ void gemm_bn_silu(const Columns& columns, const kjit:
     // A gathering producer computes addresses: it keeps more registers than one issuing TMA.
     constexpr bool gathers = Columns::gathers;
     if (role == 0) {
-        if constexpr (G.consumers() > 1) kjit::setmaxnreg_dec<gathers ? 56 : 40>();
+        if constexpr (G.consumers() > 1) kjit::setmaxnreg_dec<G.producer_registers(gathers)>();
         // Threads with nothing to issue leave at once: the compiler then knows one thread runs
         // the loop and keeps its address arithmetic on the uniform datapath. (Kept alive to the
         // end, the loop left it, and the two-consumer kernels ran 12–30% slower on long K
@@ -89,7 +89,7 @@ __device__ __forceinline__ void gemm_bn_silu(const Columns& columns, const kjit:
             produce_tile(shared, columns, w_map, t.m, t.n * BLOCK_N, k, pipe);
         }
     } else {
-        if constexpr (G.consumers() > 1) kjit::setmaxnreg_inc<gathers ? 224 : 232>();
+        if constexpr (G.consumers() > 1) kjit::setmaxnreg_inc<G.consumer_registers(gathers)>();
         const int consumer = role - 1;
         if (split.split > 1)
             consume_tiles<true>(shared, columns, consumer, tiles, cluster, clusters, k, split, pipe, N, bn_scale,

@@ -186,6 +186,23 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 template <int N>
 __device__ __forceinline__ void wgmma_tf32(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long b);
 
+/// d += a · B for a 64 × 32 × 8 tile: A (64 × 8) from registers, B (32 × 8, K-major) through a descriptor.
+template <>
+__device__ __forceinline__ void wgmma_tf32<32>(float (&d)[16], const unsigned (&a)[4], unsigned long long b)
+{
+    asm volatile(
+        "{\n"
+        ".reg .pred accumulate;\n"
+        "setp.ne.b32 accumulate, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        "{%16, %17, %18, %19}, %20, accumulate, 1, 1;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
 /// d += a · B for a 64 × 64 × 8 tile: A (64 × 8) from registers, B (64 × 8, K-major) through a descriptor.
 template <>
 __device__ __forceinline__ void wgmma_tf32<64>(float (&d)[32], const unsigned (&a)[4], unsigned long long b)

@@ -66,18 +66,24 @@ long long clusters_at_once(int sms, int size) {
     return size == 1 ? sms : size == 2 ? sms / 2 : std::max(1, sms / size - 2);
 }
 
-/// The Hopper GEMM, in the same units: a persistent block's tiles, each the larger of its wgmma
-/// work and operand traffic (or its K steps' latency) over its share of K, plus the epilogue's
-/// store and a start — and with split-K, block 0's reading of the other blocks' partial tiles
-/// through distributed shared memory; a split-K grid runs in waves of the clusters that fit at
-/// once. Its pipeline hides latency the sm80 model charges, hence the weight against that model
-/// (the start and the weight refitted to the 2026-12-02 H200 run of the landed kernels, every
-/// candidate of the 111 bench rows; the hand-over's costs to an earlier run with split-K).
-double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms, double x_weight) {
+/// The Hopper GEMM, in the same units: a persistent block's tiles, each the larger of its
+/// consumers' work and operand traffic (or its K steps' latency) over its share of K, plus the
+/// epilogue's store and a start — and with split-K, block 0's reading of the other blocks' partial
+/// tiles through distributed shared memory; a split-K grid runs in waves of the clusters that fit
+/// at once. A consumer's work per k is its wgmma (∝ BLOCK_N) and its A fragments, read from
+/// shared memory whatever BLOCK_N is (`a_fragments` channels' worth: the implicit GEMM finds each
+/// element in its patch), with nothing to overlap them where a block has one consumer. Its
+/// pipeline hides latency the sm80 model charges, hence the weight against that model (start and
+/// weight refitted to the 2026-12-02 H200 run of the landed kernels; the A fragments' cost and
+/// the lone consumer's to that day's run of every candidate with 32-channel tiles, 111 bench rows;
+/// the hand-over's costs to an earlier run with split-K).
+double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms, double x_weight, double a_fragments) {
     const long long tiles = Sm90Geometry{t.block_m, t.block_n, t.stages}.column_tiles(boxes) * ceil_div(n, t.block_n);
     const double per_sm = static_cast<double>(ceil_div<long long>(tiles, clusters_at_once(sms, t.split_k)));
     const int k_share = ceil_div(ceil_div(k, 32), t.split_k) * 32;
-    const double math = t.block_m * t.block_n / 1024.0, traffic = (t.block_m * x_weight + t.block_n) * 4.0 / 24.0;
+    const double lone_consumer = t.block_m == 64 ? 1.3 : 1.0;
+    const double math = lone_consumer * t.block_m * (t.block_n + a_fragments) / 1024.0,
+                 traffic = (t.block_m * x_weight + t.block_n) * 4.0 / 24.0;
     // The epilogue computes and stages only the channel groups below N (epilogue_sm90.cuh).
     const double store = t.block_m * std::min(t.block_n, ceil_div(n, 8) * 8) * 4.0 / 32.0;
     // Block 0 reads each other block's partial tile at ~16 bytes a clock, after a hand-over's latency.
@@ -131,10 +137,15 @@ std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, cons
         // The implicit GEMM's X boxes cost more than the 1×1 kernel's: patches wider than their
         // 32 pixels, reads masked at the padding — whole flattened rows more so; gathered X more
         // again (4-byte copies, each masked). Fitted on the H200 bench rows like the rest.
-        const double x_weight = gathers ? 2.0 : detail::is_pointwise(a) ? 1.0 : s.width % 4 ? 1.5 : 1.25;
+        const bool pointwise = detail::is_pointwise(a) && !gathers;
+        const double x_weight = gathers ? 2.0 : pointwise ? 1.0 : s.width % 4 ? 1.5 : 1.25;
+        const double a_fragments = pointwise ? 64.0 : 352.0;
         const long long boxes = detail::sm90_boxes(a, s, gathers);
         for (const auto& t : detail::sm90_split_candidates(a, s, device, gathers)) {
-            const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors, x_weight);
+            // Four consumers at 96 registers a thread won no implicit-GEMM row of that run (their
+            // patch addressing has 145-155 registers elsewhere): `kjit tune` still times them.
+            if (t.block_m == 256 && !pointwise) continue;
+            const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors, x_weight, a_fragments);
             if (!best || cost < best->cost) best = TmaPick{t, cost, gathers};
         }
     }

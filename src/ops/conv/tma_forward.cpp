@@ -27,6 +27,12 @@ using detail::require;
 namespace {
 constexpr Sm90Geometry geometry(const Sm90Tiles& t) { return {t.block_m, t.block_n, t.stages}; }
 constexpr int deepest_pipeline = 8;
+/// Every BLOCK_M × BLOCK_N the kernels take, in dispatch's order of preference on equal cost:
+/// after the square and wide tiles, four consumer warpgroups for short-K layers (whose consumers
+/// spend a tile mostly on its A fragments and epilogue) and narrow tiles for layers of few output
+/// channels, or small layers that would leave SMs idle.
+constexpr std::array<std::pair<int, int>, 7> tile_shapes{
+    {{128, 128}, {128, 64}, {64, 128}, {64, 64}, {256, 32}, {128, 32}, {64, 32}}};
 }  // namespace
 
 unsigned Sm90Tiles::threads() const { return static_cast<unsigned>(geometry(*this).threads()); }
@@ -39,9 +45,16 @@ int Sm90Tiles::max_stages(int block_m, int block_n, int max_shared_bytes) {
 }
 
 void Sm90Tiles::validate(int max_shared_bytes) const {
-    require(block_m == 64 || block_m == 128,
-            "BLOCK_M = {} must be 64 or 128: each consumer warpgroup owns 64 pixels, at most 2 of them", block_m);
-    require(block_n == 64 || block_n == 128, "BLOCK_N = {} must be 64 or 128 (the wgmma N the kernel issues)", block_n);
+    require(block_m == 64 || block_m == 128 || block_m == 256,
+            "BLOCK_M = {} must be 64, 128 or 256: each consumer warpgroup owns 64 pixels, 1, 2 or 4 of them", block_m);
+    require(block_n == 32 || block_n == 64 || block_n == 128,
+            "BLOCK_N = {} must be 32, 64 or 128 (the wgmma N the kernel issues)", block_n);
+    // ptxas compiles all 640 threads to the launch's 96 registers: 64 channels' accumulators
+    // and BN parameters spill there (sm_90a, NVRTC 13.0).
+    require(block_m < 256 || block_n == 32,
+            "BLOCK_M = 256 takes BLOCK_N = 32 only: five warpgroups leave {} registers a thread, too few for {} "
+            "channels' accumulators",
+            geometry(*this).launch_registers(), block_n);
     require(stages >= 2 && stages <= deepest_pipeline, "STAGES = {} must be between 2 and {}", stages,
             deepest_pipeline);
     require(group_m > 0, "GROUP_M = {} must be positive", group_m);
@@ -56,12 +69,11 @@ std::span<const Sm90Tiles> Sm90Tiles::configurations() {
     static const std::vector<Sm90Tiles> list = [] {
         constexpr int h100_shared = 232448;  // what every 9.0 device allows a block
         std::vector<Sm90Tiles> l;
-        for (int m : {64, 128})
-            for (int n : {64, 128}) {
-                const int deepest = max_stages(m, n, h100_shared);
-                for (int s : {4, deepest})
-                    if (std::find(l.begin(), l.end(), Sm90Tiles{m, n, s, 8}) == l.end()) l.push_back({m, n, s, 8});
-            }
+        for (const auto& [m, n] : tile_shapes) {
+            const int deepest = max_stages(m, n, h100_shared);
+            for (int s : {4, deepest})
+                if (std::find(l.begin(), l.end(), Sm90Tiles{m, n, s, 8}) == l.end()) l.push_back({m, n, s, 8});
+        }
         return l;
     }();
     return list;
@@ -127,16 +139,15 @@ std::vector<Sm90Tiles> detail::sm90_split_candidates(const Conv2dAttrs& a, const
     const long long boxes = sm90_boxes(a, s, gathers);
     const int k = s.c_in * a.kernel_h * a.kernel_w, table = static_cast<int>(tma_policy_bytes(a, gathers));
     std::vector<Sm90Tiles> list;
-    for (int m : {128, 64})
-        for (int n : {128, 64}) {
-            const int stages = Sm90Tiles::max_stages(m, n, device.max_shared_bytes - table);
-            if (stages < 3) continue;
-            const long long tiles = geometry({m, n, stages, 8}).column_tiles(boxes) * ceil_div(s.c_out, n);
-            for (int split : {1, 2, 4, 8})
-                if (split == 1 ||
-                    (ceil_div(k, Sm90Geometry::block_k) >= 2 * split && tiles * split <= 2LL * device.multiprocessors))
-                    list.push_back({m, n, stages, 8, split});
-        }
+    for (const auto& [m, n] : tile_shapes) {
+        const int stages = Sm90Tiles::max_stages(m, n, device.max_shared_bytes - table);
+        if (stages < 3) continue;
+        const long long tiles = geometry({m, n, stages, 8}).column_tiles(boxes) * ceil_div(s.c_out, n);
+        for (int split : {1, 2, 4, 8})
+            if (split == 1 ||
+                (ceil_div(k, Sm90Geometry::block_k) >= 2 * split && tiles * split <= 2LL * device.multiprocessors))
+                list.push_back({m, n, stages, 8, split});
+    }
     return list;
 }
 
@@ -358,6 +369,18 @@ std::string general_attrs_reason(const Conv2dAttrs& a) {
 
 }  // namespace
 
+GemmTiles TmaConvOp::fallback_for(int max_shared_bytes) {
+    // A device too small for them still takes a narrow TMA pipeline (64x32 in 3 stages: 46 KB).
+    if (fallback_tiles.shared_bytes() <= static_cast<unsigned>(max_shared_bytes)) return fallback_tiles;
+    std::optional<GemmTiles> largest;
+    for (const GemmTiles& t : GemmTiles::configurations())
+        if (t.shared_bytes() <= static_cast<unsigned>(max_shared_bytes) &&
+            (!largest || t.block_m * t.block_n > largest->block_m * largest->block_n))
+            largest = t;
+    require(largest.has_value(), "no sm80 GEMM configuration fits {} bytes of shared memory", max_shared_bytes);
+    return *largest;
+}
+
 TmaConvOp::TmaConvOp(std::string kernel_name, std::vector<Param> signature, const Sm90Tiles& tiles,
                      const Conv2dAttrs& attrs, const DeviceTraits& device, unsigned policy_bytes, bool gathers)
     : Conv2dOp(tma_kernel(std::move(kernel_name), std::move(signature), tiles, device), attrs),
@@ -366,7 +389,7 @@ TmaConvOp::TmaConvOp(std::string kernel_name, std::vector<Param> signature, cons
       gathers_(gathers),
       multiprocessors_(device.multiprocessors),
       maps_(std::make_unique<MapCache>()),
-      fallback_(detail::make_gemm_conv(attrs, fallback_tiles, device.max_shared_bytes, 1)) {
+      fallback_(detail::make_gemm_conv(attrs, fallback_for(device.max_shared_bytes), device.max_shared_bytes, 1)) {
     require(shared_bytes_for_launch(0) <= static_cast<unsigned>(device.max_shared_bytes),
             "tiles {}x{} with {} stages and a {}-byte tap table need {} bytes of shared memory: the device allows {}",
             tiles.block_m, tiles.block_n, tiles.stages, policy_bytes, shared_bytes_for_launch(0),

@@ -456,7 +456,7 @@ TEST_CASE("split-K on the Hopper kernels (sm_90a): clusters of 2, 3, 4 and 8 blo
         {{"3x3 s2 36 -> 64, 13x13 -> 7x7, B=37", k3s2, {37, 36, 13, 13, 64}}, true},
     };
     constexpr int splits[] = {2, 3, 4, 8};
-    for (const Sm90Tiles tiles : {Sm90Tiles{128, 128, 5, 8}, Sm90Tiles{64, 64, 8, 8}})
+    for (const Sm90Tiles tiles : {Sm90Tiles{128, 128, 5, 8}, Sm90Tiles{64, 64, 8, 8}, Sm90Tiles{256, 32, 5, 8}})
         for (int split : test::configurations_to_test(std::span<const int>(splits)))
             for (const auto& [c, gathers] : layers) {
                 Sm90Tiles t = tiles;

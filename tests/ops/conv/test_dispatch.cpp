@@ -78,11 +78,16 @@ TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwi
     CHECK(split_of({1, 2048, 7, 7, 512}, h200) > 1);
     CHECK(split_of({1, 2048, 7, 7, 512}, a100) == 1);
     CHECK(split_of({32, 64, 7, 7, 256}, h200) <= 1);
-    // A device with little shared memory only gets configurations that fit it: too little for a
-    // 3-stage TMA pipeline means the sm80 kernel.
+    // A device with little shared memory only gets configurations that fit it, the TMA op's sm80
+    // fallback included; too little for a 3-stage TMA pipeline means the sm80 kernel.
     const auto tight = dispatch_conv2d_bn_silu({}, {32, 256, 56, 56, 256}, {132, 48 * 1024, Arch(9, 0)});
     CHECK(tight->shared_bytes_for_launch(0) <= 48u * 1024);
-    CHECK(tight->kernel_for_launch(0).name() == "conv2d_bn_silu_gemm_forward");
+    CHECK(tight->kernel_for_launch(0).name() == "conv2d_bn_silu_gemm_tma_forward");
+    CHECK(TmaConvOp::fallback_for(48 * 1024).shared_bytes() <= 48u * 1024);
+    CHECK(TmaConvOp::fallback_for(232448) == TmaConvOp::fallback_tiles);
+    const auto tighter = dispatch_conv2d_bn_silu({}, {32, 256, 56, 56, 256}, {132, 40 * 1024, Arch(9, 0)});
+    CHECK(tighter->shared_bytes_for_launch(0) <= 40u * 1024);
+    CHECK(tighter->kernel_for_launch(0).name() == "conv2d_bn_silu_gemm_forward");
 }
 
 TEST_CASE(
@@ -134,6 +139,26 @@ TEST_CASE("the TMA conv op: tile rules, the persistent grid, 9.0 devices only") 
     CHECK(error_of([&] {
               Conv2dBnSiluGemmTmaForward({128, 256, 4, 8}, h200);
           }).find("BLOCK_N = 256") != std::string::npos);
+    CHECK(error_of([&] {
+              Conv2dBnSiluGemmTmaForward({128, 16, 4, 8}, h200);
+          }).find("BLOCK_N = 16 must be 32, 64 or 128") != std::string::npos);
+    // Four consumer warpgroups: 640 threads, 96 registers each at launch, room for 32 channels.
+    CHECK(error_of([&] {
+              Conv2dBnSiluGemmTmaForward({256, 64, 4, 8}, h200);
+          }).find("BLOCK_M = 256 takes BLOCK_N = 32 only: five warpgroups leave 96 registers") != std::string::npos);
+    const Conv2dBnSiluGemmTmaForward four({256, 32, 5, 8}, h200);
+    CHECK(four.kernel().entry_point_source().find("__launch_bounds__(640, 1)") != std::string::npos);
+    constexpr Sm90Geometry g4{256, 32, 5}, g2{128, 128, 5};
+    // setmaxnreg moves registers only within what the launch gave the block.
+    for (const Sm90Geometry& g : {g4, g2})
+        for (const bool gathers : {false, true}) {
+            const int producer = Sm90Geometry::producer_registers(gathers);
+            CHECK((g.consumer_registers(gathers) - g.launch_registers()) * g.consumers() <=
+                  g.launch_registers() - producer);
+            CHECK(g.consumer_registers(gathers) % 8 == 0);
+        }
+    CHECK(g2.consumer_registers(false) == 232);  // the two-consumer kernels' 168 at launch, as measured before
+    CHECK(g2.consumer_registers(true) == 224);
     CHECK(error_of([&] {
               Conv2dBnSiluGemmTmaForward({128, 128, 8, 8}, h200);
           }).find("stages fit") != std::string::npos);
@@ -416,7 +441,7 @@ TEST_CASE("dispatch against measured times: within 1.15x of the best candidate o
     // Every candidate of the 111 bench rows (kjit_conv_bench --quick) on main's kernels; the
     // cost models' constants were fitted to it. Refresh it, and refit, when the kernels change.
     const DeviceTraits h200{132, 232448, Arch(9, 0)};
-    std::ifstream run(KJIT_SOURCE_DIR "/docs/bench-data/2026-12-02-landed-candidates-kjit.jsonl");
+    std::ifstream run(KJIT_SOURCE_DIR "/docs/bench-data/2026-12-02-narrow-candidates-kjit.jsonl");
     REQUIRE(run.good());
     int rows = 0;
     std::vector<std::string> over;
