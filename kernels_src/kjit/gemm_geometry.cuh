@@ -57,8 +57,7 @@ struct Sm90Geometry {
     constexpr int consumer_registers(bool gathers) const
     {
         const int launch = launch_registers(), freed = launch - producer_registers(gathers);
-        const int raised = launch + freed / consumers() / 8 * 8;
-        return raised < 240 ? raised : 240;
+        return launch + freed / consumers() / 8 * 8;
     }
     constexpr int w_bytes() const { return block_n * box * 4; }
     constexpr int x_box_bytes() const { return block_k * box * 4; }

@@ -65,13 +65,9 @@ std::vector<double> conv2d_bn_silu_reference(std::span<const float> x, std::span
     // Planes are independent: spread them over the cores (a layer of the GPU suite is up to 10^9
     // multiply-adds), each plane's sums in the same order whatever the thread count.
     const double work = static_cast<double>(y.size()) * cin_pg * a.kernel_h * a.kernel_w;
-    const std::size_t threads = std::clamp<std::size_t>(
-        static_cast<std::size_t>(work / 4e6), 1,
-        std::min<std::size_t>(planes, std::max(1u, std::thread::hardware_concurrency())));
-    if (threads == 1) {
-        for (std::size_t r = 0; r < planes; ++r) compute(r);
-        return y;
-    }
+    const std::size_t most = std::min<std::size_t>(planes, std::thread::hardware_concurrency());
+    const std::size_t threads = std::clamp<std::size_t>(static_cast<std::size_t>(work / 4e6), 1,
+                                                        std::max<std::size_t>(most, 1));
     std::vector<std::jthread> pool;
     for (std::size_t t = 0; t < threads; ++t)
         pool.emplace_back([&, t] {
