@@ -4,10 +4,11 @@
 // on the TMA + wgmma path (kjit/gemm_sm90.cuh). W is read in PyTorch's layout, K contiguous per
 // output channel, so a K step is 32 consecutive (channel, tap) pairs; its X box is the input
 // patch its 32 output pixels see in the few channels those k touch, one TMA copy whose zero fill
-// pads it past the tensor's end. TMA starts a box only at a non-negative, 16-byte-aligned
-// element (elsewhere the copy is an illegal instruction, measured on the H200): a load starts at
-// or before the patch, and what lies before the image reads as zero. Each consumer thread finds
-// its A elements in the patch by (channel, tap, pixel). Two column policies, chosen per call:
+// pads it wherever it leaves the tensor. TMA starts a box at any row, negative ones included,
+// but only at a 16-byte-aligned innermost element (elsewhere the copy is an illegal instruction:
+// probes on the H200, 2026-12-03): a load starts at the patch's first row and at or before its
+// first column. Each consumer thread finds its A elements in the patch by (channel, tap, pixel).
+// Two column policies, chosen per call:
 //   taps_sm90 (W a multiple of 4): output boxes of BOX_W × 32/BOX_W pixels (kjit::TapBox);
 //     x_map {W, H, C_IN, B}, boxes patch_w × patch_h × box_channels × 1, dense;
 //     y_map {OW, OH, C_OUT, B} with y's row stride, boxes BOX_W × 32/BOX_W × BLOCK_N × 1, dense;
@@ -51,12 +52,33 @@ struct Patches {
     __device__ __forceinline__ int first_channel(int kt) const { return taps.div(32 * kt); }
 };
 
-/// A's elements of one X box for this thread's two rows: pixel `half` reads, for a table entry
-/// (channel, r, q), the patch element at its `base` (in bytes) + the entry's offset, masked to
-/// zero where (row + r, col + q) leaves [0, rows) × [0, cols) — branch-free: a masked read loads
-/// the box's first element. Where the box's start moves with the step's first channel c0 (less
-/// than a 16-byte step: patches of flattened rows across planes of `plane` elements), a step
-/// adds ((c0·plane + first) mod 4) elements to every entry.
+/// A's elements of one tap box for this thread's two rows: pixel `half` reads, for a table entry,
+/// the patch element at its `base` (in bytes) + the entry's offset. The patch holds every element
+/// its pixels' taps read, the padding's zeros included (TMA's zero fill, on every side), so no
+/// read is masked.
+struct TapFragments {
+    const Patches& patches;
+    unsigned table;
+    int base[2];
+
+    __device__ __forceinline__ unsigned step(int kt) const { return patches.step(table, kt); }
+    __device__ __forceinline__ unsigned k_entry(unsigned row, int k_step) const
+    {
+        return __float_as_uint(kjit::load_shared(row + 4 * k_step)) & 0xffff;  // the offset, not (r, q)
+    }
+    __device__ __forceinline__ float at(unsigned box, unsigned offset, int half) const
+    {
+        return kjit::load_shared(box + offset + base[half]);
+    }
+};
+
+/// A's elements of one flattened-rows box for this thread's two rows: pixel `half` reads, for a
+/// table entry (channel, r, q), the patch element at its `base` (in bytes) + the entry's offset,
+/// masked to zero where (row + r, col + q) leaves [0, rows) × [0, cols) — a row's neighbours in
+/// the flattened patch are the rows before and after it; branch-free: a masked read loads the
+/// box's first element. Where the box's start moves with the step's first channel c0 (less than a
+/// 16-byte step: patches across planes of `plane` elements), a step adds ((c0·plane + first) mod
+/// 4) elements to every entry.
 struct PatchFragments {
     const Patches& patches;
     unsigned table;
@@ -116,35 +138,32 @@ struct Columns {
     static constexpr auto y_store = gemm::sm90::YStore::per_call;  // rows where TMA cannot write y
     __device__ bool stores_by_tma() const { return y_by_tma; }
 
-    /// Where box i's patch is loaded from: at row max(ih, 0) and column max(iw, 0) rounded down
-    /// to 4; the patch then sits `shift` rows and columns into the box, and rows and columns of
-    /// the padding before the image (a negative shift) read as zero. Past the image's right and
-    /// bottom edges the box is zero-filled.
+    /// Where box i's patch is loaded from: its first input row ih and its first column iw rounded
+    /// down to a multiple of 4 (negative in the padding before the image, which TMA zero-fills as
+    /// it does past the other edges); the patch then sits `shift_cols` columns into the box.
     struct Patch {
-        int ih, iw, shift_rows, shift_cols;
+        int ih, iw, shift_cols;
     };
     __device__ __forceinline__ Patch patch_of(const Box& p) const
     {
-        const int ih = p.oh0 * patch.stride - pad, iw = p.ow0 * patch.stride - pad;
-        const int load_h = max(ih, 0), load_w = max(iw, 0) & ~3;
-        return {load_h, load_w, ih - load_h, iw - load_w};
+        const int ih = p.oh0 * patch.stride - pad, iw = p.ow0 * patch.stride - pad, load_w = iw & ~3;
+        return {ih, load_w, iw - load_w};
     }
 
     __device__ __forceinline__ void prepare(unsigned table) const { patches.prepare(table); }
 
     /// A's elements of one box of a tile: pixel j sits dy rows and dx columns into the box, so it
-    /// reads patch row dy·stride + r, column dx·stride + q (only the padding before the image
-    /// needs the mask: what lies past it the box holds as zeros).
-    __device__ __forceinline__ conv_sm90::PatchFragments fragments(int tile_m, int i, unsigned table,
-                                                                   gemm::sm90::ThreadPixels pixels) const
+    /// reads patch row dy·stride + r, column dx·stride + shift_cols + q.
+    __device__ __forceinline__ conv_sm90::TapFragments fragments(int tile_m, int i, unsigned table,
+                                                                 gemm::sm90::ThreadPixels pixels) const
     {
         const Patch p = patch_of(box(tile_m, i));
-        conv_sm90::PatchFragments f{patches, table, {}, {}, {}, 1 << 30, 1 << 30, 0, 0};
+        conv_sm90::TapFragments f{patches, table, {}};
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            f.row[half] = (pixels.pixel[half] >> box_w_log2) * patch.stride + p.shift_rows;
-            f.col[half] = (pixels.pixel[half] & (patch.box_w - 1)) * patch.stride + p.shift_cols;
-            f.base[half] = f.row[half] * static_cast<int>(patches.row_bytes) + f.col[half] * 4;
+            const int row = (pixels.pixel[half] >> box_w_log2) * patch.stride;
+            const int col = (pixels.pixel[half] & (patch.box_w - 1)) * patch.stride + p.shift_cols;
+            f.base[half] = row * static_cast<int>(patches.row_bytes) + col * 4;
         }
         return f;
     }

@@ -96,7 +96,7 @@ struct Sm90Geometry {
 /// The Hopper implicit GEMM's X box: the input patch that 32 output pixels — BOX_W along a row
 /// × 32/BOX_W rows — read for one K step (32 consecutive k = (channel, tap) of a KH × KW filter
 /// at `stride`): `channels` input channels × patch_h() rows × patch_w() columns, dense, one TMA
-/// box (the tensor map's zero fill pads it past the image's right and bottom edges).
+/// box (the tensor map's zero fill pads it wherever it leaves the image).
 struct TapBox {
     int box_w, channels, kh, kw, stride;
 
