@@ -76,8 +76,12 @@ long long clusters_at_once(int sms, int size) {
 /// pipeline hides latency the sm80 model charges, hence the weight against that model (start and
 /// weight refitted to the 2026-12-02 H200 run of the landed kernels; the A fragments' cost and
 /// the lone consumer's to that day's run of every candidate with 32-channel tiles, 111 bench rows;
-/// the hand-over's costs to an earlier run with split-K).
-double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms, double x_weight, double a_fragments) {
+/// the hand-over's costs to an earlier run with split-K). A kernel that gathers X is bound by its
+/// producer's 4-byte copies, `gathered` clocks per k and pixel whatever BLOCK_N is (fitted to the
+/// 2026-12-03 run of every candidate: a gathering tile of 128 pixels took 59–65 µs over K = 1152
+/// at every BLOCK_N, twice one of 64, where the tap boxes' took 27–35).
+double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms, double x_weight, double a_fragments,
+                     double gathered) {
     const long long tiles = Sm90Geometry{t.block_m, t.block_n, t.stages}.column_tiles(boxes) * ceil_div(n, t.block_n);
     const double per_sm = static_cast<double>(ceil_div<long long>(tiles, clusters_at_once(sms, t.split_k)));
     const int k_share = ceil_div(ceil_div(k, 32), t.split_k) * 32;
@@ -89,7 +93,7 @@ double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms,
     // Block 0 reads each other block's partial tile at ~16 bytes a clock, after a hand-over's latency.
     const double reduction = (t.split_k - 1) * (t.block_m * t.block_n * 4.0 / 16.0 + 1500.0);
     constexpr double start = 1100.0, weight = 0.21;
-    const double work = k_share * std::max(math, traffic) + store + reduction + start;
+    const double work = k_share * std::max({math, traffic, gathered * t.block_m}) + store + reduction + start;
     const double latency = ceil_div(k_share, 32) * 100.0 + reduction + start;
     return weight * per_sm * std::max(work, latency) + (t.split_k > 1 ? clustered_launch : 0.0);
 }
@@ -135,17 +139,18 @@ std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, cons
     for (const bool gathers : {false, true}) {
         if (!(gathers ? why_not_gather : why_not).empty()) continue;
         // The implicit GEMM's X boxes cost more than the 1×1 kernel's: patches wider than their
-        // 32 pixels, reads masked at the padding — whole flattened rows more so; gathered X more
-        // again (4-byte copies, each masked). Fitted on the H200 bench rows like the rest.
+        // 32 pixels, reads masked at the padding — whole flattened rows more so. Gathered X costs
+        // its producer's copies instead. Fitted on the H200 bench rows like the rest.
         const bool pointwise = detail::is_pointwise(a) && !gathers;
-        const double x_weight = gathers ? 2.0 : pointwise ? 1.0 : s.width % 4 ? 1.5 : 1.25;
+        const double x_weight = gathers || pointwise ? 1.0 : s.width % 4 ? 1.5 : 1.25;
+        const double gathered = gathers ? 0.8 : 0.0;
         const double a_fragments = pointwise ? 64.0 : 352.0;
         const long long boxes = detail::sm90_boxes(a, s, gathers);
         for (const auto& t : detail::sm90_split_candidates(a, s, device, gathers)) {
             // Four consumers at 96 registers a thread won no implicit-GEMM row of that run (their
             // patch addressing has 145-155 registers elsewhere): `kjit tune` still times them.
             if (t.block_m == 256 && !pointwise) continue;
-            const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors, x_weight, a_fragments);
+            const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors, x_weight, a_fragments, gathered);
             if (!best || cost < best->cost) best = TmaPick{t, cost, gathers};
         }
     }
