@@ -59,6 +59,10 @@ struct Sm90Geometry {
         const int launch = launch_registers(), freed = launch - producer_registers(gathers);
         return launch + freed / consumers() / 8 * 8;
     }
+    /// A-fragment buffers a consumer thread holds (16 registers each): two, so that the next K
+    /// step's are read while this one's wgmma run, except at four consumers, whose 96 registers
+    /// a thread spill with the second.
+    constexpr int a_buffers() const { return consumers() < 4 ? 2 : 1; }
     constexpr int w_bytes() const { return block_n * box * 4; }
     constexpr int x_box_bytes() const { return block_k * box * 4; }
     constexpr int x_bytes() const { return block_m / box * x_box_bytes(); }

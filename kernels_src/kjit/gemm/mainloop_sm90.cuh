@@ -160,33 +160,70 @@ __device__ __forceinline__ void load_a(unsigned (&a)[4][4], const Shared<BLOCK_M
     }
 }
 
+/// One K step's wgmma for this warpgroup: acc += Aᵀ_step · W_step, 4 wgmma k8 in one group.
+template <int BLOCK_M, int BLOCK_N, int STAGES>
+__device__ __forceinline__ void issue_wgmma(Accumulators<BLOCK_N>& acc, const unsigned (&a)[4][4],
+                                            const Shared<BLOCK_M, BLOCK_N, STAGES>& shared, int stage)
+{
+    kjit::wgmma_fence();  // the A fragments and the accumulators, before wgmma reads them
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+        kjit::wgmma_tf32<BLOCK_N>(acc, a[s], kjit::wgmma_descriptor_swizzle128(shared.w(stage) + 32 * s));
+    kjit::wgmma_commit();
+}
+
 /// The consumers' side for one tile: acc = Σ over the K steps of `k` of Xᵀ_step · Wᵀ_step for this
-/// warpgroup's 64 pixels. A step's A fragments are written while none of this warpgroup's
-/// wgmma are in flight, and its wgmma retire before the next step's are written: ptxas
-/// serialises every wgmma (C7513) once a register a wgmma reads is written while any is in
-/// flight, the RS form's rule. The tensor cores stay busy through the other consumer
-/// warpgroup, whose wgmma run while this one loads. A stage goes back to the producer as soon
-/// as its wgmma are done.
+/// warpgroup's 64 pixels. With two A-fragment buffers (Geometry::a_buffers) the next step's
+/// fragments are read from its stage into the other buffer while this step's wgmma run, so a
+/// consumer's shared-memory reads overlap its own tensor work and not only the other
+/// consumer's; with one, a step's wgmma retire before the next step's fragments are read. ptxas
+/// serialises every wgmma (C7513) once a register an in-flight wgmma reads is written, the RS
+/// form's rule: the buffers are distinct registers (the loop is unrolled by two steps). A stage
+/// goes back to the producer as soon as its wgmma are done.
 template <int BLOCK_M, int BLOCK_N, int STAGES, class Columns>
 __device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const Shared<BLOCK_M, BLOCK_N, STAGES>& shared,
                                              const Columns& columns, int consumer, int tile_m, KRange k,
                                              PipelineState<STAGES>& pipe)
 {
+    constexpr int buffers = Geometry{BLOCK_M, BLOCK_N, STAGES}.a_buffers();
     const auto fragments = columns.fragments(tile_m, a_box(consumer), shared.policy(), thread_pixels());
     const bool releases = threadIdx.x % 32 == 0;  // one arrival per consumer warp
+    const int end = k.begin + k.count;
 #pragma unroll
     for (int i = 0; i < BLOCK_N / 2; ++i) acc[i] = 0.0f;
-    for (int kt = k.begin; kt < k.begin + k.count; ++kt, pipe.advance()) {
-        unsigned a[4][4];
-        kjit::mbarrier_wait(shared.full(pipe.stage), pipe.phase);
-        load_a(a, shared, fragments, pipe.stage, consumer, kt);
-        kjit::wgmma_fence();  // the A fragments and the accumulators, before wgmma reads them
-#pragma unroll
-        for (int s = 0; s < 4; ++s)
-            kjit::wgmma_tf32<BLOCK_N>(acc, a[s], kjit::wgmma_descriptor_swizzle128(shared.w(pipe.stage) + 32 * s));
-        kjit::wgmma_commit();
+    auto retire = [&](int stage) {
         kjit::wgmma_wait<0>();
-        if (releases) kjit::mbarrier_arrive(shared.empty(pipe.stage));
+        if (releases) kjit::mbarrier_arrive(shared.empty(stage));
+    };
+    if constexpr (buffers == 1) {
+        for (int kt = k.begin; kt < end; ++kt, pipe.advance()) {
+            unsigned a[4][4];
+            kjit::mbarrier_wait(shared.full(pipe.stage), pipe.phase);
+            load_a(a, shared, fragments, pipe.stage, consumer, kt);
+            issue_wgmma(acc, a, shared, pipe.stage);
+            retire(pipe.stage);
+        }
+    } else {
+        if (k.count == 0) return;  // a split-K block past the end of K
+        unsigned a[2][4][4];
+        // Step kt: its wgmma from buffer `now` while the next step's fragments go into `next`;
+        // false once K is done.
+        auto step = [&](int kt, const unsigned (&now)[4][4], unsigned (&next)[4][4]) {
+            issue_wgmma(acc, now, shared, pipe.stage);
+            const int issued = pipe.stage;
+            pipe.advance();
+            const bool more = kt + 1 < end;
+            if (more) {
+                kjit::mbarrier_wait(shared.full(pipe.stage), pipe.phase);
+                load_a(next, shared, fragments, pipe.stage, consumer, kt + 1);
+            }
+            retire(issued);
+            return more;
+        };
+        kjit::mbarrier_wait(shared.full(pipe.stage), pipe.phase);
+        load_a(a[0], shared, fragments, pipe.stage, consumer, k.begin);
+        for (int kt = k.begin; step(kt, a[0], a[1]) && step(kt + 1, a[1], a[0]); kt += 2) {
+        }
     }
 }
 

@@ -45,16 +45,17 @@ TEST_CASE("the implicit GEMM's patch boxes hold every input element their output
                     int widest = 0, tallest = 0;
                     for (int ow0 = 0; ow0 < ow; ow0 += box->box_w)
                         for (int oh0 = 0; oh0 < oh; oh0 += box->rows()) {
-                            // Where the kernel starts the load (conv2d_bn_silu_tma_forward.cu, patch_of).
+                            // Where the kernel starts the load (conv2d_bn_silu_tma_forward.cu, patch_of):
+                            // the patch's first row and its first column rounded down to 4, negative
+                            // in the padding, which the box then holds as TMA's zero fill.
                             const int iw = ow0 * stride - pad, ih = oh0 * stride - pad;
-                            const int load_w = std::max(iw, 0) & ~3, load_h = std::max(ih, 0);
+                            const int load_w = iw & ~3, load_h = ih;
                             CHECK(load_w % 4 == 0);
                             for (int dy = 0; dy < box->rows(); ++dy)
                                 for (int dx = 0; dx < box->box_w; ++dx)
                                     for (int r = 0; r < k; ++r)
                                         for (int q = 0; q < k; ++q) {
                                             const int col = iw + dx * stride + q, row = ih + dy * stride + r;
-                                            if (col < 0 || row < 0) continue;  // padding: masked, not loaded
                                             widest = std::max(widest, col - load_w + 1);
                                             tallest = std::max(tallest, row - load_h + 1);
                                         }
