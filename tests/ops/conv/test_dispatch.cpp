@@ -441,7 +441,7 @@ TEST_CASE("dispatch against measured times: within 1.15x of the best candidate o
     // Every candidate of the 111 bench rows (kjit_conv_bench --quick) on main's kernels; the
     // cost models' constants were fitted to it. Refresh it, and refit, when the kernels change.
     const DeviceTraits h200{132, 232448, Arch(9, 0)};
-    std::ifstream run(KJIT_SOURCE_DIR "/docs/bench-data/2026-12-03-unmasked-taps-candidates-kjit.jsonl");
+    std::ifstream run(KJIT_SOURCE_DIR "/docs/bench-data/2026-12-03-double-buffered-candidates-kjit.jsonl");
     REQUIRE(run.good());
     int rows = 0;
     std::vector<std::string> over;
