@@ -208,7 +208,7 @@ __device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const S
         unsigned a[2][4][4];
         // Step kt: its wgmma from buffer `now` while the next step's fragments go into `next`;
         // false once K is done.
-        auto step = [&](int kt, const unsigned (&now)[4][4], unsigned (&next)[4][4]) {
+        auto step = [&](int kt, const unsigned(&now)[4][4], unsigned(&next)[4][4]) {
             issue_wgmma(acc, now, shared, pipe.stage);
             const int issued = pipe.stage;
             pipe.advance();
@@ -222,8 +222,7 @@ __device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const S
         };
         kjit::mbarrier_wait(shared.full(pipe.stage), pipe.phase);
         load_a(a[0], shared, fragments, pipe.stage, consumer, k.begin);
-        for (int kt = k.begin; step(kt, a[0], a[1]) && step(kt + 1, a[1], a[0]); kt += 2) {
-        }
+        for (int kt = k.begin; step(kt, a[0], a[1]) && step(kt + 1, a[1], a[0]); kt += 2) {}
     }
 }
 

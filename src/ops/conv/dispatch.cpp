@@ -150,7 +150,8 @@ std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, cons
             // Four consumers at 96 registers a thread won no implicit-GEMM row of that run (their
             // patch addressing has 145-155 registers elsewhere): `kjit tune` still times them.
             if (t.block_m == 256 && !pointwise) continue;
-            const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors, x_weight, a_fragments, gathered);
+            const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors, x_weight, a_fragments,
+                                              gathered);
             // Equal costs (traffic-bound tiles of the same BLOCK_M + BLOCK_N): the wider wgmma,
             // whose A fragments serve more channels (1x1 512->2048 @7 b8 on the H200, 2026-12-03:
             // 64x128 14.3 us, 128x64 16.7).
