@@ -38,21 +38,26 @@ struct Columns {
     __device__ static void prepare(unsigned) {}  // no shared memory of its own
     __device__ static unsigned y_offset(int channel, int pixel) { return gemm::sm90::swizzled(channel, pixel); }
 
-    /// A tile's X boxes, one TMA copy each per K step.
+    /// A tile's X boxes, one TMA copy each per K step, placed once per tile (the producer's one
+    /// thread would otherwise divide at every step).
     struct Loader {
         const Columns& columns;
-        int tile_m;
+        Box boxes[BLOCK_M / 32];
+
+        __device__ __forceinline__ Loader(const Columns& c, int tile_m) : columns(c)
+        {
+#pragma unroll
+            for (int i = 0; i < BLOCK_M / 32; ++i) boxes[i] = c.box(tile_m, i);
+        }
         __device__ static constexpr unsigned x_tx_bytes() { return BLOCK_M / 32 * kjit::Sm90Geometry::box * 32 * 4; }
         __device__ __forceinline__ void load(unsigned dst, unsigned slot_bytes, int kt, unsigned bar) const
         {
 #pragma unroll
-            for (int i = 0; i < BLOCK_M / 32; ++i) {
-                const Box p = columns.box(tile_m, i);
-                kjit::tma_load(dst + i * slot_bytes, columns.x_map, p.m0, 32 * kt, p.b, bar);
-            }
+            for (int i = 0; i < BLOCK_M / 32; ++i)
+                kjit::tma_load(dst + i * slot_bytes, columns.x_map, boxes[i].m0, 32 * kt, boxes[i].b, bar);
         }
     };
-    __device__ __forceinline__ Loader loader(int tile_m, unsigned) const { return {*this, tile_m}; }
+    __device__ __forceinline__ Loader loader(int tile_m, unsigned) const { return Loader(*this, tile_m); }
     __device__ __forceinline__ void store(unsigned src, int tile_m, int i, int row0) const
     {
         const Box p = box(tile_m, i);

@@ -171,23 +171,32 @@ struct Columns {
     /// Output boxes are dense: BLOCK_N channels × 32 pixels.
     __device__ static unsigned y_offset(int channel, int pixel) { return channel * 128 + pixel * 4; }
 
-    /// A tile's patches, one TMA copy per box and K step.
+    /// A tile's patches, one TMA copy per box and K step, from the corners worked out once per
+    /// tile (kept in the K loop, the producer's divisions took longer than its copies).
     struct Loader {
         const Columns& columns;
-        int tile_m;
-        __device__ __forceinline__ unsigned x_tx_bytes() const { return BLOCK_M / 32 * columns.patch.bytes(); }
-        __device__ __forceinline__ void load(unsigned dst, unsigned slot_bytes, int kt, unsigned bar) const
+        Patch patch[BLOCK_M / 32];
+        int image[BLOCK_M / 32];
+
+        __device__ __forceinline__ Loader(const Columns& c, int tile_m) : columns(c)
         {
 #pragma unroll
             for (int i = 0; i < BLOCK_M / 32; ++i) {
-                const Box b = columns.box(tile_m, i);
-                const Patch p = columns.patch_of(b);
-                kjit::tma_load(dst + i * slot_bytes, columns.x_map, p.iw, p.ih, columns.patches.first_channel(kt), b.b,
-                               bar);
+                const Box b = c.box(tile_m, i);
+                patch[i] = c.patch_of(b);
+                image[i] = b.b;
             }
         }
+        __device__ __forceinline__ unsigned x_tx_bytes() const { return BLOCK_M / 32 * columns.patch.bytes(); }
+        __device__ __forceinline__ void load(unsigned dst, unsigned slot_bytes, int kt, unsigned bar) const
+        {
+            const int c0 = columns.patches.first_channel(kt);
+#pragma unroll
+            for (int i = 0; i < BLOCK_M / 32; ++i)
+                kjit::tma_load(dst + i * slot_bytes, columns.x_map, patch[i].iw, patch[i].ih, c0, image[i], bar);
+        }
     };
-    __device__ __forceinline__ Loader loader(int tile_m, unsigned) const { return {*this, tile_m}; }
+    __device__ __forceinline__ Loader loader(int tile_m, unsigned) const { return Loader(*this, tile_m); }
     __device__ __forceinline__ void store(unsigned src, int tile_m, int i, int row0) const
     {
         const Box p = box(tile_m, i);
@@ -243,11 +252,12 @@ struct Columns {
     /// The first element of box p's patch in a channel plane: the first input row its pixels
     /// reach, max(ih, 0), at column 0.
     __device__ __forceinline__ int first_element(const Box& p) const { return max((p.j0 / OW) * stride - pad, 0) * W; }
-    /// Where TMA starts box p's copy for channels c0…, in the map's innermost dimension (a plane
-    /// of H·W, or all C_IN of them): its first element, rounded down to a 16-byte boundary.
-    __device__ __forceinline__ int load_start(const Box& p, int c0) const
+    /// Where TMA starts the copy of channels c0… of a box whose patch starts at `first` in a
+    /// plane, in the map's innermost dimension (a plane of H·W, or all C_IN of them): rounded down
+    /// to a 16-byte boundary.
+    __device__ __forceinline__ int load_start(int first, int c0) const
     {
-        return ((patch.planes_apart ? c0 * H * W : 0) + first_element(p)) & ~3;
+        return ((patch.planes_apart ? c0 * H * W : 0) + first) & ~3;
     }
 
     __device__ __forceinline__ void prepare(unsigned table) const { patches.prepare(table); }
@@ -276,10 +286,19 @@ struct Columns {
     /// Output boxes are 128-byte-swizzled rows of 32 pixels, one per channel (the y map's).
     __device__ static unsigned y_offset(int channel, int pixel) { return swizzled(channel, pixel); }
 
-    /// A tile's patches, one TMA copy per box and K step.
+    /// A tile's patches, one TMA copy per box and K step, from the patches' starts worked out once
+    /// per tile (as the tap boxes' corners; their images too spilled the producer's registers at
+    /// 128x128).
     struct Loader {
         const Columns& columns;
         int tile_m;
+        int first[BLOCK_M / 32];
+
+        __device__ __forceinline__ Loader(const Columns& c, int t) : columns(c), tile_m(t)
+        {
+#pragma unroll
+            for (int i = 0; i < BLOCK_M / 32; ++i) first[i] = c.first_element(c.box(tile_m, i));
+        }
         __device__ __forceinline__ unsigned x_tx_bytes() const { return BLOCK_M / 32 * columns.patch.bytes(); }
         __device__ __forceinline__ void load(unsigned dst, unsigned slot_bytes, int kt, unsigned bar) const
         {
@@ -287,14 +306,13 @@ struct Columns {
             const int c0 = c.patches.first_channel(kt);
 #pragma unroll
             for (int i = 0; i < BLOCK_M / 32; ++i) {
-                const Box b = c.box(tile_m, i);
-                const int start = c.load_start(b, c0);
-                if (c.patch.planes_apart) kjit::tma_load(dst + i * slot_bytes, c.x_map, start, b.b, bar);
-                else kjit::tma_load(dst + i * slot_bytes, c.x_map, start, c0, b.b, bar);
+                const int image = c.box(tile_m, i).b, start = c.load_start(first[i], c0);
+                if (c.patch.planes_apart) kjit::tma_load(dst + i * slot_bytes, c.x_map, start, image, bar);
+                else kjit::tma_load(dst + i * slot_bytes, c.x_map, start, c0, image, bar);
             }
         }
     };
-    __device__ __forceinline__ Loader loader(int tile_m, unsigned) const { return {*this, tile_m}; }
+    __device__ __forceinline__ Loader loader(int tile_m, unsigned) const { return Loader(*this, tile_m); }
     __device__ __forceinline__ void store(unsigned src, int tile_m, int i, int row0) const
     {
         const Box p = box(tile_m, i);
