@@ -72,21 +72,25 @@ long long clusters_at_once(int sms, int size) {
 /// tiles through distributed shared memory; a split-K grid runs in waves of the clusters that fit
 /// at once. A consumer's work per k is its wgmma (∝ BLOCK_N) and its A fragments, read from
 /// shared memory whatever BLOCK_N is (`a_fragments` channels' worth: the implicit GEMM finds each
-/// element in its patch), with nothing to overlap them where a block has one consumer. Its
+/// element in its patch), with nothing to overlap them where a block has one consumer and more
+/// where it has four. Its
 /// pipeline hides latency the sm80 model charges, hence the weight against that model (start and
 /// weight refitted to the 2026-12-02 H200 run of the landed kernels; the A fragments' cost and
 /// the lone consumer's to that day's run of every candidate with 32-channel tiles, 111 bench rows;
 /// the hand-over's costs to an earlier run with split-K). A kernel that gathers X is bound by its
-/// producer's 4-byte copies, `gathered` clocks per k and pixel whatever BLOCK_N is (fitted to the
-/// 2026-12-03 run of every candidate: a gathering tile of 128 pixels took 59–65 µs over K = 1152
-/// at every BLOCK_N, twice one of 64, where the tap boxes' took 27–35).
+/// producer's 4-byte copies, `gathered` clocks per k and pixel whatever BLOCK_N is (a gathering
+/// tile of 128 pixels took 59–65 µs over K = 1152 at every BLOCK_N, twice one of 64, H200,
+/// 2026-12-03). The A fragments' cost, the gathering and the four consumers' were refitted to the
+/// run of every candidate after the TMA producers' box corners left the K loop (2026-12-03,
+/// twelfth session: the implicit GEMM's tap boxes 10-35% faster; its 256-pixel tiles now win
+/// some rows).
 double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms, double x_weight, double a_fragments,
                      double gathered) {
     const long long tiles = Sm90Geometry{t.block_m, t.block_n, t.stages}.column_tiles(boxes) * ceil_div(n, t.block_n);
     const double per_sm = static_cast<double>(ceil_div<long long>(tiles, clusters_at_once(sms, t.split_k)));
     const int k_share = ceil_div(ceil_div(k, 32), t.split_k) * 32;
-    const double lone_consumer = t.block_m == 64 ? 1.3 : 1.0;
-    const double math = lone_consumer * t.block_m * (t.block_n + a_fragments) / 1024.0,
+    const double consumers = t.block_m == 64 ? 1.3 : t.block_m == 256 ? 0.9 : 1.0;
+    const double math = consumers * t.block_m * (t.block_n + a_fragments) / 1024.0,
                  traffic = (t.block_m * x_weight + t.block_n) * 4.0 / 24.0;
     // The epilogue computes and stages only the channel groups below N (epilogue_sm90.cuh).
     const double store = t.block_m * std::min(t.block_n, ceil_div(n, 8) * 8) * 4.0 / 32.0;
@@ -143,13 +147,10 @@ std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, cons
         // its producer's copies instead. Fitted on the H200 bench rows like the rest.
         const bool pointwise = detail::is_pointwise(a) && !gathers;
         const double x_weight = gathers || pointwise ? 1.0 : s.width % 4 ? 1.5 : 1.25;
-        const double gathered = gathers ? 0.8 : 0.0;
-        const double a_fragments = pointwise ? 64.0 : 352.0;
+        const double gathered = gathers ? 1.0 : 0.0;
+        const double a_fragments = pointwise ? 64.0 : 300.0;
         const long long boxes = detail::sm90_boxes(a, s, gathers);
         for (const auto& t : detail::sm90_split_candidates(a, s, device, gathers)) {
-            // Four consumers at 96 registers a thread won no implicit-GEMM row of that run (their
-            // patch addressing has 145-155 registers elsewhere): `kjit tune` still times them.
-            if (t.block_m == 256 && !pointwise) continue;
             const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors, x_weight, a_fragments,
                                               gathered);
             // Equal costs (traffic-bound tiles of the same BLOCK_M + BLOCK_N): the wider wgmma,
