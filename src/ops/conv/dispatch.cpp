@@ -72,12 +72,11 @@ long long clusters_at_once(int sms, int size) {
 /// tiles through distributed shared memory; a split-K grid runs in waves of the clusters that fit
 /// at once. A consumer's work per k is its wgmma (∝ BLOCK_N) and its A fragments, read from
 /// shared memory whatever BLOCK_N is (`a_fragments` channels' worth: the implicit GEMM finds each
-/// element in its patch), with nothing to overlap them where a block has one consumer and more
-/// where it has four. Its
-/// pipeline hides latency the sm80 model charges, hence the weight against that model (start and
-/// weight refitted to the 2026-12-02 H200 run of the landed kernels; the A fragments' cost and
-/// the lone consumer's to that day's run of every candidate with 32-channel tiles, 111 bench rows;
-/// the hand-over's costs to an earlier run with split-K). A kernel that gathers X is bound by its
+/// element in its patch), weighted up where a block has one consumer (nothing overlaps its reads)
+/// and down where it has four (more warps hide them). Its pipeline hides latency the sm80 model
+/// charges, hence the weight against that model (start and weight refitted to the 2026-12-02 H200
+/// run of the landed kernels; the lone consumer's weight to that day's run of every candidate
+/// with 32-channel tiles, 111 bench rows; the hand-over's costs to an earlier run with split-K). A kernel that gathers X is bound by its
 /// producer's 4-byte copies, `gathered` clocks per k and pixel whatever BLOCK_N is (a gathering
 /// tile of 128 pixels took 59–65 µs over K = 1152 at every BLOCK_N, twice one of 64, H200,
 /// 2026-12-03). The A fragments' cost, the gathering and the four consumers' were refitted to the
