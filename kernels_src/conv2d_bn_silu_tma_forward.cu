@@ -48,6 +48,8 @@ struct Patches {
     {
         return table + 128 * (kt - period.div(kt) * period.d);
     }
+    /// Where the table ends: a policy's own shared memory follows (kjit::TapTable::bytes).
+    __device__ __forceinline__ unsigned end(unsigned table) const { return table + 128 * period.d; }
     /// The channel a K step's patch starts at.
     __device__ __forceinline__ int first_channel(int kt) const { return taps.div(32 * kt); }
 };
@@ -286,18 +288,23 @@ struct Columns {
     /// Output boxes are 128-byte-swizzled rows of 32 pixels, one per channel (the y map's).
     __device__ static unsigned y_offset(int channel, int pixel) { return swizzled(channel, pixel); }
 
-    /// A tile's patches, one TMA copy per box and K step, from the patches' starts worked out once
-    /// per tile (as the tap boxes' corners; their images too spilled the producer's registers at
-    /// 128x128).
+    /// A tile's patches, one TMA copy per box and K step, from each box's patch start and image,
+    /// worked out once per tile (as the tap boxes' corners) and kept in shared memory after the
+    /// tap table: in registers they spilled the producer's 40 at 128x128, and worked out at
+    /// every step their divisions held up its copies.
     struct Loader {
         const Columns& columns;
-        int tile_m;
-        int first[BLOCK_M / 32];
+        unsigned boxes;  // (first element, image) of each box
 
-        __device__ __forceinline__ Loader(const Columns& c, int t) : columns(c), tile_m(t)
+        __device__ __forceinline__ Loader(const Columns& c, int tile_m, unsigned table)
+            : columns(c), boxes(c.patches.end(table))
         {
+            static_assert(BLOCK_M / 32 * 8 <= kjit::TapTable::rows_loader_bytes);
 #pragma unroll
-            for (int i = 0; i < BLOCK_M / 32; ++i) first[i] = c.first_element(c.box(tile_m, i));
+            for (int i = 0; i < BLOCK_M / 32; ++i) {
+                const Box b = c.box(tile_m, i);
+                kjit::store2_shared(boxes + 8 * i, {c.first_element(b), b.b});
+            }
         }
         __device__ __forceinline__ unsigned x_tx_bytes() const { return BLOCK_M / 32 * columns.patch.bytes(); }
         __device__ __forceinline__ void load(unsigned dst, unsigned slot_bytes, int kt, unsigned bar) const
@@ -306,13 +313,14 @@ struct Columns {
             const int c0 = c.patches.first_channel(kt);
 #pragma unroll
             for (int i = 0; i < BLOCK_M / 32; ++i) {
-                const int image = c.box(tile_m, i).b, start = c.load_start(first[i], c0);
-                if (c.patch.planes_apart) kjit::tma_load(dst + i * slot_bytes, c.x_map, start, image, bar);
-                else kjit::tma_load(dst + i * slot_bytes, c.x_map, start, c0, image, bar);
+                const int2 box = kjit::load2_shared(boxes + 8 * i);
+                const int start = c.load_start(box.x, c0);
+                if (c.patch.planes_apart) kjit::tma_load(dst + i * slot_bytes, c.x_map, start, box.y, bar);
+                else kjit::tma_load(dst + i * slot_bytes, c.x_map, start, c0, box.y, bar);
             }
         }
     };
-    __device__ __forceinline__ Loader loader(int tile_m, unsigned) const { return Loader(*this, tile_m); }
+    __device__ __forceinline__ Loader loader(int tile_m, unsigned table) const { return Loader(*this, tile_m, table); }
     __device__ __forceinline__ void store(unsigned src, int tile_m, int i, int row0) const
     {
         const Box p = box(tile_m, i);

@@ -183,6 +183,9 @@ struct TapTable {
         return taps / common;
     }
     constexpr int bytes() const { return period() * 32 * 4; }
+    /// What the flattened-rows producer keeps after the table: each box's patch start and image,
+    /// BLOCK_M/32 ≤ 8 boxes.
+    static constexpr int rows_loader_bytes = 8 * 8;
 };
 
 }  // namespace kjit

@@ -23,6 +23,17 @@ __device__ __forceinline__ void store_shared(unsigned address, float v)
     asm volatile("st.shared.f32 [%0], %1;" ::"r"(address), "f"(v) : "memory");
 }
 
+__device__ __forceinline__ int2 load2_shared(unsigned address)
+{
+    int2 v;
+    asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(address) : "memory");
+    return v;
+}
+__device__ __forceinline__ void store2_shared(unsigned address, int2 v)
+{
+    asm volatile("st.shared.v2.s32 [%0], {%1, %2};" ::"r"(address), "r"(v.x), "r"(v.y) : "memory");
+}
+
 __device__ __forceinline__ void store4_shared(unsigned address, float4 v)
 {
     asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(address), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)

@@ -191,6 +191,11 @@ __device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const S
     const int end = k.begin + k.count;
 #pragma unroll
     for (int i = 0; i < BLOCK_N / 2; ++i) acc[i] = 0.0f;
+    // The current stage's A fragments, once it is full.
+    auto fetch = [&](unsigned(&a)[4][4], int kt) {
+        kjit::mbarrier_wait(shared.full(pipe.stage), pipe.phase);
+        load_a(a, shared, fragments, pipe.stage, consumer, kt);
+    };
     auto retire = [&](int stage) {
         kjit::wgmma_wait<0>();
         if (releases) kjit::mbarrier_arrive(shared.empty(stage));
@@ -198,8 +203,7 @@ __device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const S
     if constexpr (buffers == 1) {
         for (int kt = k.begin; kt < end; ++kt, pipe.advance()) {
             unsigned a[4][4];
-            kjit::mbarrier_wait(shared.full(pipe.stage), pipe.phase);
-            load_a(a, shared, fragments, pipe.stage, consumer, kt);
+            fetch(a, kt);
             issue_wgmma(acc, a, shared, pipe.stage);
             retire(pipe.stage);
         }
@@ -213,15 +217,11 @@ __device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const S
             const int issued = pipe.stage;
             pipe.advance();
             const bool more = kt + 1 < end;
-            if (more) {
-                kjit::mbarrier_wait(shared.full(pipe.stage), pipe.phase);
-                load_a(next, shared, fragments, pipe.stage, consumer, kt + 1);
-            }
+            if (more) fetch(next, kt + 1);
             retire(issued);
             return more;
         };
-        kjit::mbarrier_wait(shared.full(pipe.stage), pipe.phase);
-        load_a(a[0], shared, fragments, pipe.stage, consumer, k.begin);
+        fetch(a[0], k.begin);
         for (int kt = k.begin; step(kt, a[0], a[1]) && step(kt + 1, a[1], a[0]); kt += 2) {}
     }
 }

@@ -55,7 +55,8 @@ namespace kjit::detail {
                                                        const DeviceTraits& device, bool gathers = false);
 
 /// Shared memory the Hopper op for this layer needs beyond its tiles': the implicit GEMM's tap
-/// table (none for the pointwise TMA op). The deepest pipelines may not fit beside a large table.
+/// table and, after it, the flattened-rows producer's boxes (none for the pointwise TMA op). The
+/// deepest pipelines may not fit beside a large table.
 [[nodiscard]] unsigned tma_policy_bytes(const Conv2dAttrs& a, bool gathers = false);
 
 /// The Hopper implicit GEMM's X box for an oh × ow output: the box width whose boxes cover the

@@ -495,7 +495,9 @@ Conv2dBnSiluGatherTmaForward::Conv2dBnSiluGatherTmaForward(const Sm90Tiles& tile
                 detail::tma_policy_bytes(attrs, true), true) {}
 
 unsigned detail::tma_policy_bytes(const Conv2dAttrs& a, bool gathers) {
-    return is_pointwise(a) && !gathers ? 0 : static_cast<unsigned>(TapTable{a.kernel_h * a.kernel_w}.bytes());
+    if (is_pointwise(a) && !gathers) return 0;
+    const TapTable table{a.kernel_h * a.kernel_w};
+    return static_cast<unsigned>(table.bytes() + (gathers ? 0 : TapTable::rows_loader_bytes));
 }
 
 std::unique_ptr<TmaConvOp> detail::make_tma_conv(const Conv2dAttrs& a, const Sm90Tiles& t, const DeviceTraits& device,
