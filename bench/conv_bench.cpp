@@ -2,8 +2,10 @@
 // batch 1, 8 and 32: every valid configuration per shape (the best is reported, and the dispatch
 // heuristic's choice beside it), each as one call per CUDA-graph replay; dispatch's choice also
 // back to back (20 calls in one graph, replay time / 20: what a layer costs inside a network).
-// One JSON object per line.
-//   kjit_conv_bench [--quick] [--layer TEXT] [--batch N] [--config TEXT]
+// One JSON object per line. With --nhwc, the channels-last Hopper op (Conv2dBnSiluNhwcTmaForward)
+// on the same layers with NHWC tensors instead: every candidate (conv2d_bn_silu_nhwc_candidates),
+// and its dispatch pick (dispatch_conv2d_bn_silu_nhwc) also back to back.
+//   kjit_conv_bench [--quick] [--nhwc] [--layer TEXT] [--batch N] [--config TEXT]
 // --layer/--config keep only layers / configurations ("BLOCK_M=128 BLOCK_N=64") containing TEXT.
 #include <getopt.h>
 
@@ -82,14 +84,21 @@ Buffers make_buffers(const Device& device, const Conv2dAttrs& a, const Conv2dSha
 /// (the PyTorch side does the same), so host-side launch cost stays out of kernel time.
 /// Median µs per call: `calls` forwards captured into one CUDA graph, each replay timed with
 /// events and divided by `calls`.
+/// The layouts a layer is timed in: NCHW (the dispatch ops) or NHWC (the channels-last op).
+enum class Layout { nchw, nhwc };
+
 double time_op(const RuntimeOp& op, const Stream& stream, Buffers& b, const Conv2dAttrs& a, const Conv2dShape& s,
-               int iterations, int calls = 1) {
+               int iterations, int calls = 1, Layout layout = Layout::nchw) {
     const auto [oh, ow] = conv2d_output_size(a, s);
-    const Shape xs{std::size_t(s.batch), std::size_t(s.c_in), std::size_t(s.height), std::size_t(s.width)};
-    const Shape ys{std::size_t(s.batch), std::size_t(s.c_out), std::size_t(oh), std::size_t(ow)};
+    const auto n = [](int v) { return static_cast<std::size_t>(v); };
+    const bool nhwc = layout == Layout::nhwc;
+    const Shape xs = nhwc ? Shape{n(s.batch), n(s.height), n(s.width), n(s.c_in)}
+                          : Shape{n(s.batch), n(s.c_in), n(s.height), n(s.width)};
+    const Shape ys = nhwc ? Shape{n(s.batch), n(oh), n(ow), n(s.c_out)} : Shape{n(s.batch), n(s.c_out), n(oh), n(ow)};
     const Tensor inputs[] = {{b.x.as<float>(), xs}};
     void* const params[] = {b.w.as<float>(), b.scale.as<float>(), b.shift.as<float>()};
-    auto once = [&] { op.forward(Runtime::global(), stream, {inputs, params, b.y.as<float>(), ys, oh * ow}); };
+    const int row = nhwc ? s.c_out : oh * ow;
+    auto once = [&] { op.forward(Runtime::global(), stream, {inputs, params, b.y.as<float>(), ys, row}); };
     for (int i = 0; i < 3; ++i) once();  // compile/load and warm up
     const Graph graph = Graph::capture(stream, [&] {
         for (int i = 0; i < calls; ++i) once();
@@ -118,25 +127,67 @@ void compile_all(const std::vector<std::unique_ptr<Conv2dOp>>& ops, const Device
     Runtime::global().compile_all(kernels, device.arch());
 }
 
+std::string tiles_text(const Sm90Tiles& t) {
+    return fmt::format("{}x{} s{}{}", t.block_m, t.block_n, t.stages,
+                       t.split_k > 1 ? fmt::format(" split {}", t.split_k) : "");
+}
+
+/// One layer on the channels-last op: every candidate, and its dispatch pick, one call per replay
+/// and back to back.
+void bench_nhwc(const char* name, const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,
+                const Stream& stream, const DeviceTraits& traits, int iterations, const std::string& only_config) {
+    if (const auto why = conv2d_nhwc_tma_unsupported_reason(a, s, traits); !why.empty()) {
+        std::fprintf(stderr, "kjit_conv_bench: %s at batch %d: %s\n", name, s.batch, why.c_str());
+        return;
+    }
+    Buffers b = make_buffers(device, a, s);  // the same sizes in either layout
+    std::vector<std::unique_ptr<Conv2dOp>> ops;
+    for (const Sm90Tiles& t : conv2d_bn_silu_nhwc_candidates(a, s, traits))
+        if (tiles_text(t).find(only_config) != std::string::npos)
+            ops.push_back(std::make_unique<Conv2dBnSiluNhwcTmaForward>(t, a, traits));
+    compile_all(ops, device);
+    double best = 1e30;
+    std::size_t best_i = 0;
+    std::string timed;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+        const double us = time_op(*ops[i], stream, b, a, s, iterations, 1, Layout::nhwc);
+        if (us < best) best = us, best_i = i;
+        const auto& t = static_cast<const Conv2dBnSiluNhwcTmaForward&>(*ops[i]).tiles();
+        timed += fmt::format("{}\"{}\": {:.3f}", timed.empty() ? "" : ", ", tiles_text(t), us);
+    }
+    const double b2b = time_op(*ops[best_i], stream, b, a, s, iterations, 20, Layout::nhwc);
+    const auto& t = static_cast<const Conv2dBnSiluNhwcTmaForward&>(*ops[best_i]).tiles();
+    const auto chosen = dispatch_conv2d_bn_silu_nhwc(a, s, traits);
+    const double chosen_us = time_op(*chosen, stream, b, a, s, iterations, 1, Layout::nhwc);
+    const double chosen_b2b = time_op(*chosen, stream, b, a, s, iterations, 20, Layout::nhwc);
+    std::printf(
+        "{\"layout\": \"nhwc\", \"layer\": \"%s\", \"batch\": %d, \"c_in\": %d, \"c_out\": %d, \"hw\": %d, "
+        "\"out_hw\": %d, \"kernel\": %d, \"stride\": %d, \"best_us\": %.3f, \"best\": \"%s\", \"best_b2b_us\": %.3f, "
+        "\"dispatch_us\": %.3f, \"dispatch\": \"%s\", \"dispatch_b2b_us\": %.3f, \"candidates\": {%s}}\n",
+        name, s.batch, s.c_in, s.c_out, s.height, conv2d_output_size(a, s).first, a.kernel_h, a.stride_h, best,
+        tiles_text(t).c_str(), b2b, chosen_us, tiles_text(chosen->tiles()).c_str(), chosen_b2b, timed.c_str());
+    std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
-    bool quick = false;
+    bool quick = false, nhwc = false;
     std::string only_layer, only_config;
     int only_batch = 0;
-    const option options[] = {{"quick", no_argument, nullptr, 'q'},
-                              {"layer", required_argument, nullptr, 'l'},
-                              {"batch", required_argument, nullptr, 'b'},
-                              {"config", required_argument, nullptr, 'c'},
-                              {nullptr, 0, nullptr, 0}};
+    const option options[] = {{"quick", no_argument, nullptr, 'q'},        {"nhwc", no_argument, nullptr, 'n'},
+                              {"layer", required_argument, nullptr, 'l'},  {"batch", required_argument, nullptr, 'b'},
+                              {"config", required_argument, nullptr, 'c'}, {nullptr, 0, nullptr, 0}};
     for (int opt; (opt = getopt_long(argc, argv, "", options, nullptr)) != -1;) {
         switch (opt) {
             case 'q': quick = true; break;
+            case 'n': nhwc = true; break;
             case 'l': only_layer = optarg; break;
             case 'b': only_batch = std::atoi(optarg); break;
             case 'c': only_config = optarg; break;
             default:
-                std::fprintf(stderr, "usage: %s [--quick] [--layer TEXT] [--batch N] [--config TEXT]\n", argv[0]);
+                std::fprintf(stderr, "usage: %s [--quick] [--nhwc] [--layer TEXT] [--batch N] [--config TEXT]\n",
+                             argv[0]);
                 return 2;
         }
     }
@@ -153,6 +204,10 @@ int main(int argc, char** argv) try {
                 if (std::string(l.name).find(only_layer) == std::string::npos) continue;
                 if (only_batch && batch != only_batch) continue;
                 const Conv2dShape s{batch, l.c_in, l.hw, l.hw, l.c_out};
+                if (nhwc) {
+                    bench_nhwc(l.name, l.attrs, s, device, stream, traits, iterations, only_config);
+                    continue;
+                }
                 Buffers b = make_buffers(device, l.attrs, s);
                 double best = 1e30;
                 std::string best_id, timed;  // every candidate's time: what the dispatch cost model is fitted to

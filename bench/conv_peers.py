@@ -10,8 +10,12 @@ ceilings. Prints JSON lines. Timing: each variant captured into a CUDA graph, me
 per-replay CUDA-event times, as kjit_conv_bench does, so Python and launch overhead stay out of
 the comparison; once with one call per graph and once with 20 calls back to back (time / 20).
 
-  conv_peers.py KJIT_JSONL [ITERATIONS] [--compile] [--max-autotune] [--triton]
+  conv_peers.py KJIT_JSONL [ITERATIONS] [--compile] [--max-autotune] [--triton] [--channels-last]
                [--max-autotune-rows "LAYER/BATCH;LAYER/BATCH…"]
+
+With --channels-last the input and the module are in torch.channels_last (NHWC) memory format,
+as kjit's channels-last op takes them (kjit_conv_bench --nhwc): eager, folded and compiled then
+run cuDNN's and Inductor's NHWC paths, their outputs channels-last as well.
 
 max-autotune compiles for minutes per layer; --max-autotune-rows runs it on the named rows only
 (each compiled for its static shape), e.g. "1x1 1024->256 @14/32;3x3 256->256 @14/32".
@@ -112,8 +116,14 @@ def main():
     for layer, batch in sorted((autotune_rows or set()) - {(r["layer"], r["batch"]) for r in rows}):
         print(f"conv_peers.py: --max-autotune-rows names {layer}/{batch}, which is not in {args[0]}", file=sys.stderr)
     out = {"ceilings": ceilings(), "torch": torch.__version__, "device": torch.cuda.get_device_name()}
-    print(json.dumps(out), flush=True)
     triton_too = "--triton" in argv
+    channels_last = "--channels-last" in argv
+    if channels_last:
+        if triton_too:
+            sys.exit("conv_peers.py: the Triton kernel (bench/conv_triton.py) takes NCHW tensors: leave out "
+                     "--triton with --channels-last")
+        out["layout"] = "nhwc"
+    print(json.dumps(out), flush=True)
     if triton_too:
         import conv_triton  # bench/conv_triton.py, beside this script
     modules, compiled_modules = {}, {}  # compiled per (layer, variant)
@@ -121,11 +131,17 @@ def main():
         layer = (row["c_in"], row["c_out"], row["kernel"], row["stride"])
         if layer not in modules:  # one module per layer; both batch sizes run it
             modules[layer] = layer_module(row)
+            if channels_last:
+                modules[layer] = modules[layer].to(memory_format=torch.channels_last)
         module = modules[layer]
         x = torch.randn(row["batch"], row["c_in"], row["hw"], row["hw"], device="cuda")
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
         conv, bn = module[0], module[1]
         scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
         w = (conv.weight * scale[:, None, None, None]).detach()
+        if channels_last:
+            w = w.contiguous(memory_format=torch.channels_last)
         b = (bn.bias - scale * bn.running_mean).detach()
         result = {"layer": row["layer"], "batch": row["batch"]}
         pad = row["kernel"] // 2

@@ -6,7 +6,8 @@ grid and occupancy, the warp-state stall breakdown, and the SASS instructions th
 stall samples — where the time goes.
 
   conv_profile.py --kjit BIN --from KJIT_JSONL TORCH_JSONL [--limit N] [--out DIR]
-  conv_profile.py --kjit BIN --layer "BATCH CIN COUT HW KERNEL STRIDE" [--config TEXT] [--out DIR]
+  conv_profile.py --kjit BIN --layer "BATCH CIN COUT HW KERNEL STRIDE" [--config TEXT] [--channels-last] [--out DIR]
+A channels-last run (kjit_conv_bench --nhwc) profiles `kjit run --channels-last`, dispatch's pick.
   conv_profile.py --parse DETAILS.txt SASS.csv      (the report from saved ncu pages)
 """
 import argparse
@@ -28,6 +29,8 @@ def run_args(row):
     """`kjit run conv2d_bn_silu` arguments for a bench row."""
     k, s = row["kernel"], row["stride"]
     args = ["--batch", row["batch"], "--cin", row["c_in"], "--cout", row["c_out"], "--hw", row["hw"], row["hw"]]
+    if row.get("layout") == "nhwc":
+        args += ["--channels-last"]
     if k != 1:
         args += ["--kernel-size", k, k, "--pad", k // 2]
     if s != 1:
@@ -148,6 +151,7 @@ def main():
     ap.add_argument("--from", dest="bench", nargs=2, metavar=("KJIT_JSONL", "TORCH_JSONL"))
     ap.add_argument("--layer", action="append", default=[], help='"BATCH CIN COUT HW KERNEL STRIDE"')
     ap.add_argument("--config", help="configuration for --layer (default: dispatch's)")
+    ap.add_argument("--channels-last", action="store_true", help="--layer on NHWC tensors, the channels-last kernel")
     ap.add_argument("--limit", type=int, default=12, help="at most this many missed rows")
     ap.add_argument("--out", default="/tmp/kjit-conv-profile")
     ap.add_argument("--parse", nargs=2, metavar=("DETAILS", "SASS_CSV"))
@@ -160,12 +164,15 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     jobs = []
     if a.bench:
-        jobs += [(r, r["dispatch"]) for r in missed_rows(*a.bench)[:a.limit]]
+        # A channels-last row names its tiles, not a configuration: dispatch picks them again.
+        jobs += [(r, None if r.get("layout") == "nhwc" else r["dispatch"]) for r in missed_rows(*a.bench)[:a.limit]]
     for spec in a.layer:
         b, ci, co, hw, k, s = (int(v) for v in spec.split())
         layer = f"{k}x{k}{' s' + str(s) if s != 1 else ''} {ci}->{co} @{hw}"
-        jobs.append(({"layer": layer, "batch": b, "c_in": ci, "c_out": co, "hw": hw, "kernel": k, "stride": s},
-                     a.config))
+        row = {"layer": layer, "batch": b, "c_in": ci, "c_out": co, "hw": hw, "kernel": k, "stride": s}
+        if a.channels_last:
+            row["layout"] = "nhwc"
+        jobs.append((row, a.config))
     if not jobs:
         ap.error("name layers with --layer or a bench run with --from")
     for row, config in jobs:

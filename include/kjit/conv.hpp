@@ -284,6 +284,86 @@ public:
     Conv2dBnSiluGatherTmaForward(const Sm90Tiles& tiles, const Conv2dAttrs& attrs, const DeviceTraits& device);
 };
 
+/// Conv2d (any kernel size, strides, paddings; ungrouped, dilation 1) + BN + SiLU on channels-last
+/// tensors on Hopper (kernels_src/conv2d_bn_silu_nhwc_tma_forward.cu): input x [B, H, W, C_IN],
+/// parameter weight [C_OUT, KH, KW, C_IN] (PyTorch's channels_last weight), output [B, OH, OW,
+/// C_OUT], its rows the pixels (C_OUT channels each, y_row_stride ≥ C_OUT floats apart). Both
+/// wgmma operands come from shared memory; each K step — 32 input channels of one filter tap —
+/// is one im2col TMA copy of BLOCK_M output positions, whose zero fill pads and whose element
+/// strides stride. TMA needs C_IN a multiple of 4 and a 16-byte aligned x and weight; y goes
+/// through a tensor map where C_OUT and the row stride are multiples of 4 and y aligned, else the
+/// kernel stores it itself. There is no sm80 kernel for this layout: a call TMA cannot take is
+/// refused, saying why.
+class Conv2dBnSiluNhwcTmaForward final : public Conv2dOp {
+public:
+    using KernelType =
+        TypedKernel<param<"x_map", TensorMap>, param<"w_map", TensorMap>, param<"y_map", TensorMap>, param<"y", float*>,
+                    param<"bn_scale", float*>, param<"bn_shift", float*>, param<"B", std::int32_t>,
+                    param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>, param<"OH", std::int32_t>,
+                    param<"OW", std::int32_t>, param<"KH", std::int32_t>, param<"KW", std::int32_t>,
+                    param<"stride_h", std::int32_t>, param<"stride_w", std::int32_t>, param<"pad_h", std::int32_t>,
+                    param<"pad_w", std::int32_t>, param<"y_row_stride", std::int32_t>, param<"y_by_tma", std::int32_t>>;
+
+    /// Throws UsageError for invalid tiles, a device that is not 9.0, or attributes the kernel
+    /// does not take (conv2d_nhwc_tma_unsupported_reason's).
+    Conv2dBnSiluNhwcTmaForward(const Sm90Tiles& tiles, const Conv2dAttrs& attrs, const DeviceTraits& device);
+    ~Conv2dBnSiluNhwcTmaForward() override;
+
+    [[nodiscard]] const Sm90Tiles& tiles() const noexcept { return tiles_; }
+
+    [[nodiscard]] std::vector<Shape> param_shapes(std::span<const ShapeView> input_shapes,
+                                                  ShapeView output_shape) const override;
+    /// Rows are pixels: C_OUT channels each.
+    [[nodiscard]] std::size_t forward_output_row_elems(ShapeView output_shape) const override;
+    [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
+                                                      ShapeView resolved) const override;
+    /// The weight rounded to TF32, as TmaConvOp::prepare_param.
+    void prepare_param(std::size_t index, std::span<float> values) const override;
+    /// Throws UsageError where TMA cannot take the tensors (their strides or alignment).
+    void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
+    [[nodiscard]] Dims grid(ShapeView output_shape) const override;
+    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return tiles_.shared_bytes(); }
+    [[nodiscard]] Dims cluster_for_launch(std::size_t) const override {
+        return {static_cast<unsigned>(tiles_.split_k), 1, 1};
+    }
+
+private:
+    class MapCache;
+    Sm90Tiles tiles_;
+    int multiprocessors_;
+    std::unique_ptr<MapCache> maps_;
+};
+
+/// Why the channels-last Hopper kernel cannot take this layer on this device, in words ("" when
+/// it can); `shape` is the layer's sizes as for the NCHW ops.
+[[nodiscard]] std::string conv2d_nhwc_tma_unsupported_reason(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                             const DeviceTraits& device);
+/// Why the channels-last kernel writes y [B, OH, OW, C_OUT] (pixels `y_row_stride` floats apart)
+/// with its own stores — a lane per channel — instead of TMA's, for a 16-byte-aligned y: the
+/// rule C_OUT or the row stride breaks, or "" when TMA stores it. Throws UsageError (the reason) for a
+/// layer the kernel does not take.
+[[nodiscard]] std::string conv2d_nhwc_tma_y_store_reason(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                         int y_row_stride);
+/// The channels-last op's tiles worth timing for a layer (`kjit_conv_bench --nhwc` times them):
+/// each tile shape with its deepest pipeline of 3 stages or more, unsplit and split over 2, 4 or
+/// 8 blocks where each keeps two K steps and the blocks fill the device at most twice.
+[[nodiscard]] std::vector<Sm90Tiles> conv2d_bn_silu_nhwc_candidates(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                                    const DeviceTraits& device);
+/// The channels-last op with the candidate tiles the Hopper cost model estimates fastest (no A
+/// fragments: both operands from shared memory). Throws UsageError with
+/// conv2d_nhwc_tma_unsupported_reason's reason for a layer it cannot take.
+[[nodiscard]] std::unique_ptr<Conv2dBnSiluNhwcTmaForward> dispatch_conv2d_bn_silu_nhwc(const Conv2dAttrs& attrs,
+                                                                                       const Conv2dShape& shape,
+                                                                                       const DeviceTraits& device);
+/// dispatch_conv2d_bn_silu_nhwc, preferring a winner `kjit tune --channels-last` stored in `cache`
+/// for this layer, device name and arch (under the family name "conv2d_bn_silu_nhwc").
+[[nodiscard]] std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu_nhwc(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                                     const Device& device, Cache& cache);
+/// The channels-last op's candidates as configuration text ("NHWC=1 BLOCK_M=128 BLOCK_N=64
+/// STAGES=8 GROUP_M=8 SPLIT_K=2"): what `kjit tune --channels-last` times.
+[[nodiscard]] std::vector<std::string> conv2d_bn_silu_nhwc_configs(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                                   const DeviceTraits& device);
+
 /// Why the Hopper kernels that box x and y through tensor maps cannot take this layer on this
 /// device, in words ("" when they can).
 [[nodiscard]] std::string conv2d_tma_unsupported_reason(const Conv2dAttrs& attrs, const Conv2dShape& shape,
@@ -370,7 +450,8 @@ private:
 /// The op for a layer from a configuration written as the tuner writes it:
 /// "BLOCK_M=64 BLOCK_N=64 BLOCK_K=32 GROUP_M=8 SPLIT_K=2" (GEMM kernels; SPLIT_K optional),
 /// "TMA=1 BLOCK_M=128 BLOCK_N=128 STAGES=4 GROUP_M=8" (the Hopper kernels: 1×1, or the implicit
-/// GEMM for other ungrouped layers) or
+/// GEMM for other ungrouped layers), "NHWC=1 BLOCK_M=128 BLOCK_N=64 STAGES=8 GROUP_M=8" (the
+/// channels-last Hopper kernel: its tensors NHWC) or
 /// "BLOCK_OC=32 BLOCK_OW=64" (the direct kernel). Throws UsageError for unknown or missing keys
 /// and invalid values.
 [[nodiscard]] std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,

@@ -1,6 +1,6 @@
 // Thin wrappers over the sm_90a instructions of the Hopper mainloop: tensor-memory-access (TMA)
-// copies and the mbarriers they complete on, warpgroup MMA (TF32, A from registers, B through a
-// shared-memory descriptor) with its fences and groups, register reallocation between
+// copies (tiled and im2col) and the mbarriers they complete on, warpgroup MMA (TF32, A from
+// registers or a shared-memory descriptor, B through one) with its fences and groups, register reallocation between
 // warpgroups, named barriers, and the proxy fence between ordinary shared-memory accesses and
 // the async proxy (TMA, wgmma). Only compiled for an sm_90a target (__CUDA_ARCH_FEAT_SM90_ALL).
 #pragma once
@@ -97,7 +97,26 @@ __device__ __forceinline__ void tma_load(unsigned dst, const TensorMap& map, int
         "l"(&map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
         : "memory");
 }
-/// Stores `src` to the box at (c0, c1, c2); elements outside the tensor are not written.
+/// Loads, through an im2col map over an NHWC tensor, the map's pixels-per-column positions from
+/// (w, h, n) on — along W, then H, then the batch, inside the map's bounding box — each shifted
+/// by the filter tap (dw, dh), channels c… of each; zero where a read leaves the tensor.
+__device__ __forceinline__ void tma_load_im2col(unsigned dst, const TensorMap& map, int c, int w, int h, int n,
+                                                unsigned short dw, unsigned short dh, unsigned bar)
+{
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+        "%5}], [%6], {%7, %8};\n" ::"r"(dst),
+        "l"(&map), "r"(c), "r"(w), "r"(h), "r"(n), "r"(bar), "h"(dw), "h"(dh)
+        : "memory");
+}
+/// Stores `src` to the box at (c0, c1) — or (c0, c1, c2), (c0, …, c3) below — innermost first;
+/// elements outside the tensor are not written.
+__device__ __forceinline__ void tma_store(const TensorMap& map, unsigned src, int c0, int c1)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(&map), "r"(src),
+                 "r"(c0), "r"(c1)
+                 : "memory");
+}
 __device__ __forceinline__ void tma_store(const TensorMap& map, unsigned src, int c0, int c1, int c2)
 {
     asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(&map),
@@ -180,75 +199,66 @@ __device__ __forceinline__ void wgmma_wait()
 /// proxy (wgmma, TMA) once a barrier follows.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-/// d += A · B, one 64 × N × 8 TF32 wgmma (fp32 accumulate). Fragments, per the PTX ISA (warp w
-/// of the warpgroup, g = lane/4, t = lane%4): a = {A[16w+g][t], A[16w+g+8][t], A[16w+g][t+4],
-/// A[16w+g+8][t+4]}; d[v0 + 2·v1 + 4·j] = D[16w+g+8·v1][8·j+2·t+v0].
+// The accumulator operands of one 64 × N wgmma, N/2 floats a thread: their constraints, and
+// their names in the instruction.
+#define KJIT_D16(o)                                                                                                 \
+    "+f"(d[o + 0]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), \
+        "+f"(d[o + 7]), "+f"(d[o + 8]), "+f"(d[o + 9]), "+f"(d[o + 10]), "+f"(d[o + 11]), "+f"(d[o + 12]),          \
+        "+f"(d[o + 13]), "+f"(d[o + 14]), "+f"(d[o + 15])
+#define KJIT_D_OPERANDS_16 KJIT_D16(0)
+#define KJIT_D_OPERANDS_32 KJIT_D16(0), KJIT_D16(16)
+#define KJIT_D_OPERANDS_64 KJIT_D16(0), KJIT_D16(16), KJIT_D16(32), KJIT_D16(48)
+#define KJIT_D_NAMES_16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define KJIT_D_NAMES_32                                                                                              \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+    "%24, %25, %26, %27, %28, %29, %30, %31"
+#define KJIT_D_NAMES_64                                                                                              \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+    "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, " \
+    "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+
+/// d += A · B, one 64 × N × 8 TF32 wgmma (fp32 accumulate), B (N × 8, K-major) through a
+/// shared-memory descriptor, A from registers (`a`) or through a descriptor as well
+/// (`wgmma_tf32_ss`). Register fragments, per the PTX ISA (warp w of the warpgroup, g = lane/4,
+/// t = lane%4): a = {A[16w+g][t], A[16w+g+8][t], A[16w+g][t+4], A[16w+g+8][t+4]};
+/// d[v0 + 2·v1 + 4·j] = D[16w+g+8·v1][8·j+2·t+v0], in either form.
 template <int N>
 __device__ __forceinline__ void wgmma_tf32(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long b);
+template <int N>
+__device__ __forceinline__ void wgmma_tf32_ss(float (&d)[N / 2], unsigned long long a, unsigned long long b);
 
-/// d += a · B for a 64 × 32 × 8 tile: A (64 × 8) from registers, B (32 × 8, K-major) through a descriptor.
-template <>
-__device__ __forceinline__ void wgmma_tf32<32>(float (&d)[16], const unsigned (&a)[4], unsigned long long b)
-{
-    asm volatile(
-        "{\n"
-        ".reg .pred accumulate;\n"
-        "setp.ne.b32 accumulate, %21, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-        "{%16, %17, %18, %19}, %20, accumulate, 1, 1;\n"
-        "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
+// One N's two forms; the operand numbers follow the N/2 accumulators. The accumulate predicate
+// is always set: the consumers zero d once per tile.
+#define KJIT_WGMMA_TF32(N, HALF, RS_FLAG, RS_A, RS_B, SS_FLAG, SS_A, SS_B)                                        \
+    template <>                                                                                                   \
+    __device__ __forceinline__ void wgmma_tf32<N>(float(&d)[HALF], const unsigned(&a)[4], unsigned long long b)   \
+    {                                                                                                             \
+        asm volatile("{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, " RS_FLAG                                \
+                     ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 {" KJIT_D_NAMES_##HALF        \
+                     "}, " RS_A ", " RS_B ", accumulate, 1, 1;\n}\n"                                              \
+                     : KJIT_D_OPERANDS_##HALF                                                                     \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));                               \
+    }                                                                                                             \
+    template <>                                                                                                   \
+    __device__ __forceinline__ void wgmma_tf32_ss<N>(float(&d)[HALF], unsigned long long a, unsigned long long b) \
+    {                                                                                                             \
+        asm volatile("{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, " SS_FLAG                                \
+                     ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 {" KJIT_D_NAMES_##HALF        \
+                     "}, " SS_A ", " SS_B ", accumulate, 1, 1;\n}\n"                                              \
+                     : KJIT_D_OPERANDS_##HALF                                                                     \
+                     : "l"(a), "l"(b), "r"(1));                                                                   \
+    }
 
-/// d += a · B for a 64 × 64 × 8 tile: A (64 × 8) from registers, B (64 × 8, K-major) through a descriptor.
-template <>
-__device__ __forceinline__ void wgmma_tf32<64>(float (&d)[32], const unsigned (&a)[4], unsigned long long b)
-{
-    asm volatile(
-        "{\n"
-        ".reg .pred accumulate;\n"
-        "setp.ne.b32 accumulate, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-        "}, {%32, %33, %34, %35}, %36, accumulate, 1, 1;\n"
-        "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
-
-/// d += a · B for a 64 × 128 × 8 tile: A (64 × 8) from registers, B (128 × 8, K-major) through a descriptor.
-template <>
-__device__ __forceinline__ void wgmma_tf32<128>(float (&d)[64], const unsigned (&a)[4], unsigned long long b)
-{
-    asm volatile(
-        "{\n"
-        ".reg .pred accumulate;\n"
-        "setp.ne.b32 accumulate, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-        "{"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, {%64, %65, %66, %67}, %68, accumulate, 1, 1;\n"
-        "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
-          "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
-          "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
-          "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
+KJIT_WGMMA_TF32(32, 16, "%21", "{%16, %17, %18, %19}", "%20", "%18", "%16", "%17")
+KJIT_WGMMA_TF32(64, 32, "%37", "{%32, %33, %34, %35}", "%36", "%34", "%32", "%33")
+KJIT_WGMMA_TF32(128, 64, "%69", "{%64, %65, %66, %67}", "%68", "%66", "%64", "%65")
+#undef KJIT_WGMMA_TF32
+#undef KJIT_D16
+#undef KJIT_D_OPERANDS_16
+#undef KJIT_D_OPERANDS_32
+#undef KJIT_D_OPERANDS_64
+#undef KJIT_D_NAMES_16
+#undef KJIT_D_NAMES_32
+#undef KJIT_D_NAMES_64
 
 }  // namespace kjit

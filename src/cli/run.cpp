@@ -1,5 +1,6 @@
 // kjit run / kjit tune conv2d_bn_silu: one layer on the GPU — checked against the float64
-// reference and timed (run), or every configuration timed and the winner stored (tune).
+// reference and timed (run), or every configuration timed and the winner stored (tune); NCHW
+// tensors, or with --channels-last NHWC ones and the channels-last Hopper kernel.
 #include <algorithm>
 #include <random>
 
@@ -15,7 +16,11 @@ struct RunOptions {
     std::vector<int> hw, kernel_size{1, 1};
     std::vector<std::string> config;
     std::string shapes_file;
+    bool channels_last = false;
 };
+
+/// The family tuned winners of the options' layout are stored under.
+const char* tuned_family(const RunOptions& o) { return o.channels_last ? "conv2d_bn_silu_nhwc" : "conv2d_bn_silu"; }
 
 Layer layer_of(const RunOptions& o) {
     if (o.hw.size() != 2) throw UsageError("give the layer: --batch B --cin K --cout N --hw H W, all positive");
@@ -35,15 +40,26 @@ std::vector<Layer> layers_from(const std::string& file) {
     return parse_layers(read_option_file(file, "--shapes"), "--shapes " + file);
 }
 
-/// Device buffers of one layer, filled with fresh random values.
+/// Device buffers of one layer, filled with fresh random values: x and W on the host as the
+/// reference takes them (NCHW, [C_OUT][C_IN/groups][KH][KW]), on the device in the run's layout.
 struct Tensors {
     std::vector<float> x, w, scale, shift;
     DeviceBuffer dx, dw, dscale, dshift, dy;
     Shape x_shape, y_shape;
     int row;
+    bool channels_last;
 };
 
-Tensors make_tensors(const Device& device, const Layer& l) {
+/// [N][A][B] → [N][B][A]: NCHW to NHWC (A = C, B = H·W) and back, W to [C_OUT][KH][KW][C_IN].
+std::vector<float> swap_inner(const std::vector<float>& v, std::size_t n, std::size_t a, std::size_t b) {
+    std::vector<float> out(v.size());
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < a; ++j)
+            for (std::size_t k = 0; k < b; ++k) out[(i * b + k) * a + j] = v[(i * a + j) * b + k];
+    return out;
+}
+
+Tensors make_tensors(const Device& device, const Layer& l, bool channels_last) {
     const auto& s = l.shape;
     const auto [oh, ow] = conv2d_output_size(l.attrs, s);
     std::mt19937_64 rng{std::random_device{}()};
@@ -63,18 +79,22 @@ Tensors make_tensors(const Device& device, const Layer& l) {
         return b;
     };
     const std::size_t y_elems = 1ULL * s.batch * s.c_out * oh * ow;
+    const auto n = [](int v) { return static_cast<std::size_t>(v); };
+    const std::size_t plane = n(s.height) * n(s.width), taps = n(l.attrs.kernel_h) * n(l.attrs.kernel_w);
     Tensors t{x,
               w,
               scale,
               shift,
-              upload(x),
-              upload(w),
+              upload(channels_last ? swap_inner(x, n(s.batch), n(s.c_in), plane) : x),
+              upload(channels_last ? swap_inner(w, n(s.c_out), n(s.c_in), taps) : w),
               upload(scale),
               upload(shift),
               DeviceBuffer(device, y_elems * sizeof(float)),
-              {std::size_t(s.batch), std::size_t(s.c_in), std::size_t(s.height), std::size_t(s.width)},
-              {std::size_t(s.batch), std::size_t(s.c_out), std::size_t(oh), std::size_t(ow)},
-              oh * ow};
+              channels_last ? Shape{n(s.batch), n(s.height), n(s.width), n(s.c_in)}
+                            : Shape{n(s.batch), n(s.c_in), n(s.height), n(s.width)},
+              channels_last ? Shape{n(s.batch), n(oh), n(ow), n(s.c_out)} : Shape{n(s.batch), n(s.c_out), n(oh), n(ow)},
+              channels_last ? s.c_out : oh * ow,
+              channels_last};
     return t;
 }
 
@@ -103,6 +123,7 @@ double time_forward(const RuntimeOp& op, Runtime& rt, const Stream& stream, Tens
 double relative_error(const Layer& l, Tensors& t) {
     std::vector<float> y(t.dy.size_bytes() / sizeof(float));
     t.dy.download(std::span<float>(y));
+    if (t.channels_last) y = swap_inner(y, t.y_shape[0], t.y_shape[1] * t.y_shape[2], t.y_shape[3]);  // to NCHW
     const auto ref = conv2d_bn_silu_reference(t.x, t.w, t.scale, t.shift, l.attrs, l.shape);
     double num = 0, den = 0;
     for (std::size_t i = 0; i < ref.size(); ++i) {
@@ -125,18 +146,29 @@ int run(const RunOptions& o) {
     Runtime& rt = runtime(o.common);
     std::string config;
     for (const auto& c : o.config) config += (config.empty() ? "" : " ") + c;
-    const auto op = config.empty() ? dispatch_conv2d_bn_silu(l.attrs, l.shape, device, rt.cache())
-                                   : make_conv2d_bn_silu(l.attrs, l.shape, config, DeviceTraits::of(device));
+    const DeviceTraits traits = DeviceTraits::of(device);
+    // The channels-last kernel's configurations are its tiles after NHWC=1.
+    if (o.channels_last && !config.empty() && !config.starts_with("NHWC=1")) config = "NHWC=1 " + config;
+    if (!o.channels_last && config.find("NHWC") != std::string::npos)
+        throw UsageError("NHWC=1 names the channels-last kernel: add --channels-last to run it on NHWC tensors");
+    const auto op = !config.empty()   ? make_conv2d_bn_silu(l.attrs, l.shape, config, traits)
+                    : o.channels_last ? dispatch_conv2d_bn_silu_nhwc(l.attrs, l.shape, device, rt.cache())
+                                      : dispatch_conv2d_bn_silu(l.attrs, l.shape, device, rt.cache());
     // What dispatch would run and why; a tuned winner or --config may differ from it.
-    const std::string why = conv2d_bn_silu_dispatch_reason(l.attrs, l.shape, DeviceTraits::of(device));
+    const std::string why =
+        o.channels_last
+            ? "the channels-last TMA + wgmma implicit GEMM (sm_90a): one im2col box per K step, both operands from "
+              "shared memory"
+            : conv2d_bn_silu_dispatch_reason(l.attrs, l.shape, traits);
     Stream stream(device);
-    Tensors t = make_tensors(device, l);
+    Tensors t = make_tensors(device, l, o.channels_last);
     const double us = time_forward(*op, rt, stream, t, std::max(1, o.iters));
     const double error = relative_error(l, t);
     const auto& s = l.shape;
-    const double flops = 2.0 * t.y_shape[0] * t.y_shape[1] * t.row * (s.c_in / l.attrs.groups) * l.attrs.kernel_h *
-                         l.attrs.kernel_w;
-    const double bytes = 4.0 * (t.x.size() + t.w.size() + 2.0 * s.c_out + 1.0 * t.y_shape[0] * t.y_shape[1] * t.row);
+    const auto [oh, ow] = conv2d_output_size(l.attrs, s);
+    const double pixels = 1.0 * s.batch * oh * ow;
+    const double flops = 2.0 * pixels * s.c_out * (s.c_in / l.attrs.groups) * l.attrs.kernel_h * l.attrs.kernel_w;
+    const double bytes = 4.0 * (t.x.size() + t.w.size() + 2.0 * s.c_out + pixels * s.c_out);
     const bool tf32 = op->kernel_for_launch(0).name() != "conv2d_bn_silu_direct_forward";
     const double tolerance = tf32 ? 2e-3 : 1e-5;
     if (o.common.json) {
@@ -171,9 +203,10 @@ int tune(const RunOptions& o) {
     nlohmann::json report = nlohmann::json::array();
     int status = ok;
     for (const Layer& l : layers) {
-        Tensors t = make_tensors(device, l);
+        Tensors t = make_tensors(device, l, o.channels_last);
         std::vector<std::pair<double, std::string>> timed;
-        for (const auto& config : conv2d_bn_silu_candidates(l.attrs, l.shape, traits)) {
+        for (const auto& config : o.channels_last ? conv2d_bn_silu_nhwc_configs(l.attrs, l.shape, traits)
+                                                  : conv2d_bn_silu_candidates(l.attrs, l.shape, traits)) {
             const auto op = make_conv2d_bn_silu(l.attrs, l.shape, config, traits);
             timed.emplace_back(time_forward(*op, rt, stream, t, std::max(1, o.iters)), config);
         }
@@ -185,7 +218,7 @@ int tune(const RunOptions& o) {
         const std::string key = conv2d_problem_key(l.attrs, l.shape);
         const bool right = error <= 2e-3;
         if (right)
-            store_tuned(rt.cache(), {"conv2d_bn_silu", key, device.name(), device.arch().name(), timed.front().second,
+            store_tuned(rt.cache(), {tuned_family(o), key, device.name(), device.arch().name(), timed.front().second,
                                      timed.front().first});
         else status = failure;
         if (o.common.json) {
@@ -221,6 +254,9 @@ void add_layer_options(CLI::App& sub, RunOptions& o) {
     sub.add_option("--pad", o.pad, "Padding (default 0)")->check(non_negative_int);
     sub.add_option("--groups", o.groups, "Groups (default 1)")->check(positive_int);
     sub.add_option("--iters", o.iters, "Timed graph replays (default 100)")->check(positive_int);
+    sub.add_flag("--channels-last", o.channels_last,
+                 "NHWC tensors (x [B, H, W, C_IN], W [C_OUT, KH, KW, C_IN], y [B, OH, OW, C_OUT]) and the "
+                 "channels-last Hopper kernel (sm_90a; C_IN a multiple of 4, ungrouped)");
 }
 
 }  // namespace

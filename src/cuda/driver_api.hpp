@@ -18,6 +18,7 @@ namespace kjit::detail {
     X(cuMemcpyDtoH) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                        \
     X(cuEventElapsedTime) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch)       \
     X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuMemcpy2DAsync) X(cuMemsetD8) X(cuTensorMapEncodeTiled)        \
+    X(cuTensorMapEncodeIm2col)                                                                                       \
     X(cuPointerGetAttribute) X(cuCtxPushCurrent) X(cuCtxPopCurrent)
 // clang-format on
 

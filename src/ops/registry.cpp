@@ -46,17 +46,11 @@ std::vector<Kernel> tma_gemm_configurations() {
     return kernels;
 }
 
-std::vector<Kernel> tma_implicit_gemm_configurations() {
+/// A Hopper conv op taking attributes (the implicit GEMMs), for every Hopper tile configuration.
+template <class Op>
+std::vector<Kernel> hopper_conv_configurations() {
     std::vector<Kernel> kernels;
-    for (const auto& t : Sm90Tiles::configurations())
-        kernels.push_back(Conv2dBnSiluTmaForward(t, three_by_three, hopper).kernel());
-    return kernels;
-}
-
-std::vector<Kernel> gather_configurations() {
-    std::vector<Kernel> kernels;
-    for (const auto& t : Sm90Tiles::configurations())
-        kernels.push_back(Conv2dBnSiluGatherTmaForward(t, three_by_three, hopper).kernel());
+    for (const auto& t : Sm90Tiles::configurations()) kernels.push_back(Op(t, three_by_three, hopper).kernel());
     return kernels;
 }
 
@@ -89,10 +83,13 @@ const KernelFamily families[] = {
     {"conv2d_bn_silu_forward", "Conv2d (any size, stride, padding, groups) + BatchNorm + SiLU as an implicit TF32 GEMM",
      implicit_gemm_configurations},
     {"conv2d_bn_silu_tma_forward", "the same on Hopper: TMA patch boxes + wgmma, warp-specialised (sm_90a only)",
-     tma_implicit_gemm_configurations},
+     hopper_conv_configurations<Conv2dBnSiluTmaForward>},
     {"conv2d_bn_silu_gather_tma_forward",
      "the same for images TMA cannot box (7x7, 14x14): x gathered by cp.async, W by TMA, + wgmma (sm_90a only)",
-     gather_configurations},
+     hopper_conv_configurations<Conv2dBnSiluGatherTmaForward>},
+    {"conv2d_bn_silu_nhwc_tma_forward",
+     "the same on channels-last tensors: im2col TMA boxes, both wgmma operands from shared memory (sm_90a only)",
+     hopper_conv_configurations<Conv2dBnSiluNhwcTmaForward>},
     {"conv2d_bn_silu_direct_forward", "Conv2d + BatchNorm + SiLU computed directly in fp32 (depthwise, narrow groups)",
      direct_configurations},
     {"add", "y = a + b (residual connections)", single_configuration<AddOp>},

@@ -55,3 +55,45 @@ TEST_CASE("tensor maps: without a driver, encoding says there is none") {
     const TiledTensorMap map{at(0x100000), dims, strides, box};
     CHECK_THROWS_AS((void)map.encode(), NoDeviceError);
 }
+
+TEST_CASE("im2col tensor maps: the corners, steps and box TMA takes, named before the driver is asked") {
+    // A 3x3 stride-2 conv's map over NHWC x [2, 28, 28, 64].
+    const Im2colTensorMap ok{.base = at(0x10000),
+                             .dims = {64, 28, 28, 2},
+                             .byte_strides = {64 * 4, 64 * 4 * 28, 64 * 4 * 28 * 28},
+                             .lower_corner = {-1, -1},
+                             .upper_corner = {-1, -1},
+                             .element_strides = {2, 2}};
+    CHECK(ok.unsupported_reason().empty());
+    Im2colTensorMap m = ok;
+    m.base = at(0x10008);
+    CHECK(m.unsupported_reason().find("not 16-byte aligned") != std::string::npos);
+    m = ok;
+    m.byte_strides[0] = 66 * 4;  // pixels of 66 channels: 264 bytes
+    CHECK(m.unsupported_reason().find("stride of dimension 1 is 264 bytes") != std::string::npos);
+    m = ok;
+    m.lower_corner = {-1, -130};  // a padding of 130 rows
+    CHECK(m.unsupported_reason().find("corners along H are -130 and -1: TMA takes -128 to 127") != std::string::npos);
+    m = ok;
+    m.upper_corner = {-40, -1};  // a 41-wide kernel on a 28-wide image, padded by 1
+    CHECK(m.unsupported_reason().find("bounding box along W is empty") != std::string::npos);
+    m = ok;
+    m.element_strides = {9, 2};
+    CHECK(m.unsupported_reason().find("element stride along W is 9: TMA takes 1 to 8") != std::string::npos);
+    m = ok;
+    m.channels = 64;  // 256 bytes a row
+    CHECK(m.unsupported_reason().find("128-byte swizzling takes at most 128") != std::string::npos);
+    m.swizzle = TensorMapSwizzle::none;
+    CHECK(m.unsupported_reason().empty());
+    m = ok;
+    m.pixels = 512;
+    CHECK(m.unsupported_reason().find("512 positions per copy") != std::string::npos);
+    m = ok;
+    m.dims[3] = 0;
+    CHECK(m.unsupported_reason().find("dimension 3 has 0 elements") != std::string::npos);
+    // Encoding asks the driver: without one, NoDeviceError or the driver's own error, never a
+    // silent map; a broken rule is a UsageError before that.
+    m = ok;
+    m.pixels = 0;
+    CHECK_THROWS_AS((void)m.encode(), UsageError);
+}

@@ -74,7 +74,7 @@ __device__ __forceinline__ void store_tile(const Accumulators<BLOCK_N>& acc, con
     if constexpr (Columns::y_store == YStore::per_call) by_tma = columns.stores_by_tma();  // uniform over the grid
     if (by_tma && leader) kjit::tma_store_wait_read();
     kjit::named_barrier_sync(barrier, 128);
-    const RowPixel pixels[2] = {row_pixel(warp, 0, g), row_pixel(warp, 1, g)};
+    const RowPixel pixels[2] = {output_row_pixel<Columns>(warp, 0, g), output_row_pixel<Columns>(warp, 1, g)};
     const unsigned box = shared.y(2 * consumer + pixels[0].box);  // both rows' pixels share it
 #pragma unroll
     for (int j = 0; j < BLOCK_N / 8; ++j) {

@@ -7,6 +7,9 @@
 //   X stage: BLOCK_M/32 slots of 4 KB, each a box of 32 pixels × 32 of K (or a consumer
 //            warpgroup's two slots one box of whole images), laid out as the Columns policy says
 //            (it also says where each A element of a box lives)
+// A policy may instead lay its X boxes out K-major (a_from_shared: channels-last x, each box row
+// one pixel's 32 channels), and the tensor cores then read A through a descriptor as they read
+// W (the "SS" form): Yᵀ = Xᵀ · Wᵀ still, with no fragments in registers.
 // One producer warp issues the copies; the consumers wait on a stage's "full" barrier and hand
 // it back through its "empty" barrier once their wgmma on it are done.
 #pragma once
@@ -40,6 +43,41 @@ struct RowPixel {
 __device__ __forceinline__ RowPixel row_pixel(int warp, int half, int g)
 {
     return {warp / 2, 4 * (2 * (warp % 2) + half) + 16 * (g / 4) + g % 4};
+}
+
+/// What a Columns policy may say, with the defaults of one that says nothing: `a_from_shared`
+/// (its X boxes are K-major rows the tensor cores read through a descriptor; default: A is read
+/// into registers), `loads_w` (its Loader copies each K step's W box itself, `load_w`; default:
+/// the box at K offset 32·kt of a {K, N} map).
+template <class Columns, class = void>
+struct AFromShared {
+    static constexpr bool value = false;
+};
+template <class Columns>
+struct AFromShared<Columns, decltype(void(Columns::a_from_shared))> {
+    static constexpr bool value = Columns::a_from_shared;
+};
+template <class Columns, class = void>
+struct LoadsW {
+    static constexpr bool value = false;
+};
+template <class Columns>
+struct LoadsW<Columns, decltype(void(Columns::loads_w))> {
+    static constexpr bool value = Columns::loads_w;
+};
+template <class Columns>
+constexpr bool a_from_shared = AFromShared<Columns>::value;
+template <class Columns>
+constexpr bool loads_w = LoadsW<Columns>::value;
+
+/// Where accumulator row r = 16·warp + 8·half + g of a consumer lands in its two output boxes:
+/// where its A row was read (row_pixel), or, where the tensor cores read A from an X box in
+/// order, pixel r.
+template <class Columns>
+__device__ __forceinline__ RowPixel output_row_pixel(int warp, int half, int g)
+{
+    if constexpr (a_from_shared<Columns>) return {warp / 2, 16 * (warp % 2) + 8 * half + g};
+    else return row_pixel(warp, half, g);
 }
 
 /// The shared-memory plan of one block: STAGES × (W box, X boxes), the output boxes, barriers.
@@ -101,7 +139,8 @@ __device__ __forceinline__ void produce_tile(const Shared<BLOCK_M, BLOCK_N, STAG
         const unsigned full = shared.full(pipe.stage);
         if (threadIdx.x == 0) {
             kjit::mbarrier_arrive_expect_tx(full, G.w_bytes() + loader.x_tx_bytes());
-            kjit::tma_load(shared.w(pipe.stage), w_map, kt * G.block_k, row0, full);
+            if constexpr (loads_w<Columns>) loader.load_w(shared.w(pipe.stage), w_map, kt, row0, full);
+            else kjit::tma_load(shared.w(pipe.stage), w_map, kt * G.block_k, row0, full);
         }
         loader.load(shared.x(pipe.stage, 0), G.x_box_bytes(), kt, full);
         if constexpr (Columns::gathers) kjit::copy_async_arrive(full);
@@ -181,9 +220,9 @@ __device__ __forceinline__ void issue_wgmma(Accumulators<BLOCK_N>& acc, const un
 /// form's rule: the buffers are distinct registers (the loop is unrolled by two steps). A stage
 /// goes back to the producer as soon as its wgmma are done.
 template <int BLOCK_M, int BLOCK_N, int STAGES, class Columns>
-__device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const Shared<BLOCK_M, BLOCK_N, STAGES>& shared,
-                                             const Columns& columns, int consumer, int tile_m, KRange k,
-                                             PipelineState<STAGES>& pipe)
+__device__ __forceinline__ void consume_tile_rs(Accumulators<BLOCK_N>& acc,
+                                                const Shared<BLOCK_M, BLOCK_N, STAGES>& shared, const Columns& columns,
+                                                int consumer, int tile_m, KRange k, PipelineState<STAGES>& pipe)
 {
     constexpr int buffers = Geometry{BLOCK_M, BLOCK_N, STAGES}.a_buffers();
     const auto fragments = columns.fragments(tile_m, a_box(consumer), shared.policy(), thread_pixels());
@@ -224,6 +263,45 @@ __device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const S
         fetch(a[0], k.begin);
         for (int kt = k.begin; step(kt, a[0], a[1]) && step(kt + 1, a[1], a[0]); kt += 2) {}
     }
+}
+
+/// The consumers' side for one tile where both operands are in shared memory (a_from_shared):
+/// a K step is 4 wgmma k8 on this warpgroup's 64 X rows and the stage's W box, and one step's
+/// group stays in flight while the next is issued — a stage goes back to the producer once the
+/// group after it was issued and its own has retired.
+template <int BLOCK_M, int BLOCK_N, int STAGES>
+__device__ __forceinline__ void consume_tile_ss(Accumulators<BLOCK_N>& acc,
+                                                const Shared<BLOCK_M, BLOCK_N, STAGES>& shared, int consumer, KRange k,
+                                                PipelineState<STAGES>& pipe)
+{
+    const bool releases = threadIdx.x % 32 == 0;  // one arrival per consumer warp
+#pragma unroll
+    for (int i = 0; i < BLOCK_N / 2; ++i) acc[i] = 0.0f;
+    int retiring = -1;  // the stage whose group is still in flight
+    for (int kt = k.begin; kt < k.begin + k.count; ++kt, pipe.advance()) {
+        kjit::mbarrier_wait(shared.full(pipe.stage), pipe.phase);
+        const unsigned x = shared.x(pipe.stage, 2 * consumer), w = shared.w(pipe.stage);
+        kjit::wgmma_fence();
+#pragma unroll
+        for (int s = 0; s < 4; ++s)
+            kjit::wgmma_tf32_ss<BLOCK_N>(acc, kjit::wgmma_descriptor_swizzle128(x + 32 * s),
+                                         kjit::wgmma_descriptor_swizzle128(w + 32 * s));
+        kjit::wgmma_commit();
+        kjit::wgmma_wait<1>();
+        if (retiring >= 0 && releases) kjit::mbarrier_arrive(shared.empty(retiring));
+        retiring = pipe.stage;
+    }
+    kjit::wgmma_wait<0>();
+    if (retiring >= 0 && releases) kjit::mbarrier_arrive(shared.empty(retiring));
+}
+
+template <int BLOCK_M, int BLOCK_N, int STAGES, class Columns>
+__device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const Shared<BLOCK_M, BLOCK_N, STAGES>& shared,
+                                             const Columns& columns, int consumer, int tile_m, KRange k,
+                                             PipelineState<STAGES>& pipe)
+{
+    if constexpr (a_from_shared<Columns>) consume_tile_ss(acc, shared, consumer, k, pipe);
+    else consume_tile_rs(acc, shared, columns, consumer, tile_m, k, pipe);
 }
 
 }  // namespace gemm::sm90

@@ -45,7 +45,13 @@ std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2d
         return v;
     };
     std::unique_ptr<Conv2dOp> op;
-    if (values.contains("TMA")) {
+    if (values.contains("NHWC")) {
+        require(take("NHWC") == 1, "NHWC takes the value 1 (the channels-last kernel); leave it out for NCHW tensors");
+        if (const auto why = conv2d_nhwc_tma_unsupported_reason(a, s, device); !why.empty())
+            throw UsageError(fmt::format("configuration '{}': {}", config, why));
+        const Sm90Tiles t{take("BLOCK_M"), take("BLOCK_N"), take("STAGES"), take("GROUP_M", 8), take("SPLIT_K", 1)};
+        op = std::make_unique<Conv2dBnSiluNhwcTmaForward>(t, a, device);
+    } else if (values.contains("TMA")) {
         require(take("TMA") == 1, "TMA takes the value 1 (the TMA + wgmma kernel); leave it out for the sm80 kernel");
         const int gather = take("GATHER", 0);
         require(gather == 0 || gather == 1,
@@ -74,9 +80,13 @@ std::string gemm_config(const GemmTiles& t, int split) {
     return fmt::format("BLOCK_M={} BLOCK_N={} BLOCK_K={} GROUP_M={} SPLIT_K={}", t.block_m, t.block_n, t.block_k,
                        t.group_m, split);
 }
+/// A Hopper op's tiles after its kernel's keys ("TMA=1", "TMA=1 GATHER=1", "NHWC=1").
+std::string sm90_config(const char* kernel, const Sm90Tiles& t) {
+    return fmt::format("{} BLOCK_M={} BLOCK_N={} STAGES={} GROUP_M={}{}", kernel, t.block_m, t.block_n, t.stages,
+                       t.group_m, t.split_k > 1 ? fmt::format(" SPLIT_K={}", t.split_k) : "");
+}
 std::string tma_config(const Sm90Tiles& t, bool gathers) {
-    return fmt::format("TMA=1 {}BLOCK_M={} BLOCK_N={} STAGES={} GROUP_M={}{}", gathers ? "GATHER=1 " : "", t.block_m,
-                       t.block_n, t.stages, t.group_m, t.split_k > 1 ? fmt::format(" SPLIT_K={}", t.split_k) : "");
+    return sm90_config(gathers ? "TMA=1 GATHER=1" : "TMA=1", t);
 }
 std::string direct_config(const DirectTiles& t) {
     return fmt::format("BLOCK_OC={} BLOCK_OW={}", t.block_oc, t.block_ow);
@@ -86,6 +96,7 @@ std::string direct_config(const DirectTiles& t) {
 std::string conv2d_bn_silu_config(const Conv2dOp& op) {
     if (const auto* g = dynamic_cast<const GemmConvOp*>(&op)) return gemm_config(g->tiles(), g->split_k());
     if (const auto* t = dynamic_cast<const TmaConvOp*>(&op)) return tma_config(t->tiles(), t->gathers());
+    if (const auto* n = dynamic_cast<const Conv2dBnSiluNhwcTmaForward*>(&op)) return sm90_config("NHWC=1", n->tiles());
     return direct_config(dynamic_cast<const Conv2dBnSiluDirectForward&>(op).tiles());
 }
 
@@ -118,6 +129,13 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
             if (t.shared_bytes(split) > static_cast<unsigned>(device.max_shared_bytes)) continue;
             list.push_back(gemm_config(t, split));
         }
+    return list;
+}
+
+std::vector<std::string> conv2d_bn_silu_nhwc_configs(const Conv2dAttrs& a, const Conv2dShape& s,
+                                                     const DeviceTraits& device) {
+    std::vector<std::string> list;
+    for (const auto& t : conv2d_bn_silu_nhwc_candidates(a, s, device)) list.push_back(sm90_config("NHWC=1", t));
     return list;
 }
 

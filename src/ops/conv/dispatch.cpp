@@ -196,6 +196,26 @@ std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Co
     return std::make_unique<Conv2dBnSiluDirectForward>(block_oc, block_ow, a, s, device.max_shared_bytes);
 }
 
+std::unique_ptr<Conv2dBnSiluNhwcTmaForward> dispatch_conv2d_bn_silu_nhwc(const Conv2dAttrs& a, const Conv2dShape& s,
+                                                                         const DeviceTraits& device) {
+    const auto [oh, ow] = conv2d_output_size(a, s);
+    const long long boxes = ceil_div(1LL * s.batch * oh * ow, 32LL);
+    std::optional<std::pair<Sm90Tiles, double>> best;
+    // Its X box is the GEMM's A as it stands, copied once per K step like the 1×1 kernel's: no
+    // fragments, no patch beyond the box. X's traffic weighs 0.6 of W's: the boxes of a tile's
+    // taps overlap, so most of its copies hit L2. Fitted to two H200 runs of every candidate over
+    // the 108 bench rows TMA takes (2026-12-04): 108 of 108 within 1.15x of the best in both for
+    // weights 0.55 to 0.7 (worst 1.13x and 1.15x); at 1.0, 107 (worst 1.25x and 1.21x).
+    for (const auto& t : conv2d_bn_silu_nhwc_candidates(a, s, device)) {
+        const double cost = tma_gemm_cost(t, boxes, s.c_out, detail::nhwc_k(a, s), device.multiprocessors, 0.6, 0.0,
+                                          0.0);
+        if (!best || cost < best->second || (cost == best->second && t.block_n > best->first.block_n))
+            best = std::pair{t, cost};
+    }
+    require(best.has_value(), "no TMA pipeline of 3 stages fits this device's shared memory");
+    return std::make_unique<Conv2dBnSiluNhwcTmaForward>(best->first, a, device);
+}
+
 std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device) {
     const auto op = dispatch_conv2d_bn_silu(a, s, device);
     const std::string name = op->kernel_for_launch(0).name();
@@ -222,19 +242,35 @@ std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& a, const Conv2dSha
     return mainloop + ": the cost model estimates it faster for this layer than " + hopper;
 }
 
+namespace {
+
+/// The op of the winner `kjit tune` stored for this layer, device and arch under `family`, or
+/// none — also where the winner no longer makes an op (said once as a warning).
+std::unique_ptr<Conv2dOp> tuned_op(const char* family, const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,
+                                   Cache& cache) {
+    const auto winner = find_tuned(cache, family, conv2d_problem_key(a, s), device.name(), device.arch().name());
+    if (!winner) return nullptr;
+    try {
+        return make_conv2d_bn_silu(a, s, winner->config, DeviceTraits::of(device));
+    } catch (const UsageError& e) {
+        detail::warn(fmt::format("ignoring the tuned {} configuration '{}' for {}: {}", family, winner->config,
+                                 conv2d_problem_key(a, s), e.what()));
+        return nullptr;
+    }
+}
+
+}  // namespace
+
 std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,
                                                   Cache& cache) {
-    const DeviceTraits traits = DeviceTraits::of(device);
-    if (const auto winner = find_tuned(cache, "conv2d_bn_silu", conv2d_problem_key(a, s), device.name(),
-                                       device.arch().name())) {
-        try {
-            return make_conv2d_bn_silu(a, s, winner->config, traits);
-        } catch (const UsageError& e) {
-            detail::warn(fmt::format("ignoring the tuned configuration '{}' for {}: {}", winner->config,
-                                     conv2d_problem_key(a, s), e.what()));
-        }
-    }
-    return dispatch_conv2d_bn_silu(a, s, traits);
+    if (auto op = tuned_op("conv2d_bn_silu", a, s, device, cache)) return op;
+    return dispatch_conv2d_bn_silu(a, s, DeviceTraits::of(device));
+}
+
+std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu_nhwc(const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,
+                                                       Cache& cache) {
+    if (auto op = tuned_op("conv2d_bn_silu_nhwc", a, s, device, cache)) return op;
+    return dispatch_conv2d_bn_silu_nhwc(a, s, DeviceTraits::of(device));
 }
 
 }  // namespace kjit

@@ -2,6 +2,8 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <span>
+#include <string>
 #include <vector>
 
 #include <kjit/conv.hpp>
@@ -38,12 +40,35 @@ namespace kjit::detail {
 /// implicit GEMM's are its tap box's (tap_box: the layer must have one).
 [[nodiscard]] long long sm90_boxes(const Conv2dAttrs& a, const Conv2dShape& s, bool gathers);
 
+/// The kernel of a Hopper conv op: its tiles as constants, built for sm_90a only. Throws
+/// UsageError for invalid tiles or a device that is not 9.0.
+[[nodiscard]] Kernel sm90_kernel(std::string name, std::vector<Param> signature, const Sm90Tiles& tiles,
+                                 const DeviceTraits& device);
+
+/// The grid of a Hopper op with these tiles over `boxes` output boxes of 32 pixels and N
+/// channels: persistent (at most one block per multiprocessor), or a cluster per tile with split-K.
+[[nodiscard]] Dims sm90_grid(const Sm90Tiles& tiles, std::size_t boxes, std::size_t n, int multiprocessors);
+
+/// W rounded to TF32, to nearest (ties away from zero, as `cvt.rna.tf32.f32`), for the Hopper
+/// kernels, whose tensor cores read W through a descriptor and would truncate it.
+void round_to_tf32(std::span<float> values);
+
 /// The Hopper tiles dispatch and `kjit tune` consider for a layer the op (gathering or not)
 /// takes: each BLOCK_M × BLOCK_N with the deepest pipeline of at least 3 stages that fits beside
 /// the op's tap table, unsplit, and split over 2, 4 or 8 blocks where each block keeps at least
 /// two K steps and the blocks fill the device at most twice (the cost model weighs the waves).
 [[nodiscard]] std::vector<Sm90Tiles> sm90_split_candidates(const Conv2dAttrs& a, const Conv2dShape& s,
                                                            const DeviceTraits& device, bool gathers);
+/// The channels-last op's K: per filter tap, C_IN rounded up to the 32 channels of a K step
+/// (the rest zero-filled by TMA).
+[[nodiscard]] inline int nhwc_k(const Conv2dAttrs& a, const Conv2dShape& s) {
+    return a.kernel_h * a.kernel_w * (s.c_in + 31) / 32 * 32;
+}
+
+/// The same over `boxes` output boxes of 32 pixels, K = `k`, C_OUT channels and `policy_bytes`
+/// of the column policy's shared memory (the channels-last op's, whose K is taps × ⌈C_IN/32⌉·32).
+[[nodiscard]] std::vector<Sm90Tiles> sm90_split_candidates(long long boxes, int k, int c_out, unsigned policy_bytes,
+                                                           const DeviceTraits& device);
 
 /// The 1×1 GEMM op for pointwise layers, else the implicit-GEMM op, with these tiles.
 [[nodiscard]] std::unique_ptr<GemmConvOp> make_gemm_conv(const Conv2dAttrs& a, const GemmTiles& tiles,

@@ -5,8 +5,6 @@
 #include <array>
 #include <bit>
 #include <climits>
-#include <deque>
-#include <mutex>
 
 #include <fmt/format.h>
 #include <kjit/conv.hpp>
@@ -16,6 +14,7 @@
 #include "kjit/gemm_geometry.cuh"
 #include "ops/conv/conv_call.hpp"
 #include "ops/conv/gemm_forward.hpp"
+#include "ops/conv/tensor_map_cache.hpp"
 #include "ops/op_checks.hpp"
 
 namespace kjit {
@@ -134,21 +133,25 @@ long long detail::sm90_boxes(const Conv2dAttrs& a, const Conv2dShape& s, bool ga
     return box->boxes<long long>(s.batch, oh, ow);
 }
 
-std::vector<Sm90Tiles> detail::sm90_split_candidates(const Conv2dAttrs& a, const Conv2dShape& s,
-                                                     const DeviceTraits& device, bool gathers) {
-    const long long boxes = sm90_boxes(a, s, gathers);
-    const int k = s.c_in * a.kernel_h * a.kernel_w, table = static_cast<int>(tma_policy_bytes(a, gathers));
+std::vector<Sm90Tiles> detail::sm90_split_candidates(long long boxes, int k, int c_out, unsigned policy_bytes,
+                                                     const DeviceTraits& device) {
     std::vector<Sm90Tiles> list;
     for (const auto& [m, n] : tile_shapes) {
-        const int stages = Sm90Tiles::max_stages(m, n, device.max_shared_bytes - table);
+        const int stages = Sm90Tiles::max_stages(m, n, device.max_shared_bytes - static_cast<int>(policy_bytes));
         if (stages < 3) continue;
-        const long long tiles = geometry({m, n, stages, 8}).column_tiles(boxes) * ceil_div(s.c_out, n);
+        const long long tiles = geometry({m, n, stages, 8}).column_tiles(boxes) * ceil_div(c_out, n);
         for (int split : {1, 2, 4, 8})
             if (split == 1 ||
                 (ceil_div(k, Sm90Geometry::block_k) >= 2 * split && tiles * split <= 2LL * device.multiprocessors))
                 list.push_back({m, n, stages, 8, split});
     }
     return list;
+}
+
+std::vector<Sm90Tiles> detail::sm90_split_candidates(const Conv2dAttrs& a, const Conv2dShape& s,
+                                                     const DeviceTraits& device, bool gathers) {
+    return sm90_split_candidates(sm90_boxes(a, s, gathers), s.c_in * a.kernel_h * a.kernel_w, s.c_out,
+                                 tma_policy_bytes(a, gathers), device);
 }
 
 // ---- tensor maps ------------------------------------------------------------------------------
@@ -308,39 +311,14 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const OpCa
     return p;
 }
 
-struct Maps {
-    CallPlan plan;
-    TensorMap x, w, y;  // x and y empty where the kernel gathers
-};
-
 }  // namespace
 
-/// The maps of the pointer sets and shapes this op was called with, newest last. A graph calls
-/// an op with one set; the bound keeps an op called with fresh buffers every time from growing.
-class TmaConvOp::MapCache {
-public:
-    const Maps& get(const CallPlan& p) {
-        std::lock_guard lock(mutex_);
-        for (const auto& m : maps_)
-            if (m->plan.same_maps(p)) return *m;
-        if (!p.why_not.empty())
-            throw UsageError(p.why_not + "; run this layer with the sm80 kernel (a configuration without TMA=1)");
-        if (maps_.size() == capacity) maps_.pop_front();
-        maps_.push_back(std::make_unique<Maps>(Maps{p, p.x_map.encode(p.x), p.w_map.encode(p.w), p.y_map.encode(p.y)}));
-        return *maps_.back();
-    }
-
-private:
-    static constexpr std::size_t capacity = 64;
-    std::mutex mutex_;
-    std::deque<std::unique_ptr<Maps>> maps_;  // stable addresses: packed arguments point into them
-};
+class TmaConvOp::MapCache : public detail::TensorMapCache<CallPlan> {};
 
 // ---- the ops ----------------------------------------------------------------------------------
 
-namespace {
-
-Kernel tma_kernel(std::string name, std::vector<Param> signature, const Sm90Tiles& t, const DeviceTraits& device) {
+Kernel detail::sm90_kernel(std::string name, std::vector<Param> signature, const Sm90Tiles& t,
+                           const DeviceTraits& device) {
     require(device.hopper(), "the TMA + wgmma conv kernels run on 9.0 devices (sm_90a) only; this one is {}",
             device.arch.name());
     t.validate(device.max_shared_bytes);
@@ -356,6 +334,8 @@ Kernel tma_kernel(std::string name, std::vector<Param> signature, const Sm90Tile
     spec.waits_in_body = true;  // gemm_sm90.cuh waits after its barrier and table setup
     return Kernel(std::move(spec));
 }
+
+namespace {
 
 std::string general_attrs_reason(const Conv2dAttrs& a) {
     if (a.groups != 1) return fmt::format("the TMA kernels take ungrouped layers, this one has {} groups", a.groups);
@@ -383,7 +363,7 @@ GemmTiles TmaConvOp::fallback_for(int max_shared_bytes) {
 
 TmaConvOp::TmaConvOp(std::string kernel_name, std::vector<Param> signature, const Sm90Tiles& tiles,
                      const Conv2dAttrs& attrs, const DeviceTraits& device, unsigned policy_bytes, bool gathers)
-    : Conv2dOp(tma_kernel(std::move(kernel_name), std::move(signature), tiles, device), attrs),
+    : Conv2dOp(detail::sm90_kernel(std::move(kernel_name), std::move(signature), tiles, device), attrs),
       tiles_(tiles),
       policy_bytes_(policy_bytes),
       gathers_(gathers),
@@ -398,8 +378,7 @@ TmaConvOp::TmaConvOp(std::string kernel_name, std::vector<Param> signature, cons
 
 TmaConvOp::~TmaConvOp() = default;
 
-void TmaConvOp::prepare_param(std::size_t index, std::span<float> values) const {
-    if (index != weight_slot) return;
+void detail::round_to_tf32(std::span<float> values) {
     for (float& v : values) {
         auto bits = std::bit_cast<std::uint32_t>(v);
         // Half of TF32's last place added to the magnitude, the 13 bits below it dropped;
@@ -407,6 +386,10 @@ void TmaConvOp::prepare_param(std::size_t index, std::span<float> values) const 
         if ((bits & 0x7f800000u) != 0x7f800000u) bits = (bits + 0x1000u) & 0xffffe000u;
         v = std::bit_cast<float>(bits);
     }
+}
+
+void TmaConvOp::prepare_param(std::size_t index, std::span<float> values) const {
+    if (index == weight_slot) detail::round_to_tf32(values);
 }
 
 const RuntimeOp& TmaConvOp::op_for(const OpCall& call) const {
@@ -419,7 +402,11 @@ const RuntimeOp& TmaConvOp::op_for(const OpCall& call) const {
 
 void TmaConvOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
     const CallPlan p = plan(attrs(), tiles_, gathers_, call);
-    const Maps& maps = maps_->get(p);
+    if (!p.why_not.empty())
+        throw UsageError(p.why_not + "; run this layer with the sm80 kernel (a configuration without TMA=1)");
+    const auto& maps = maps_->get(p, [](const CallPlan& q) {
+        return detail::CallMaps<CallPlan>{q, q.x_map.encode(q.x), q.w_map.encode(q.w), q.y_map.encode(q.y)};
+    });
     if (gathers_) visitor.visit_ptr(const_cast<void*>(p.x));  // the kernel's `const float* x`
     else visitor.visit_tensor_map(maps.x);
     visitor.visit_tensor_map(maps.w);
@@ -432,11 +419,9 @@ void TmaConvOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
     if (p.y_by_tma_arg) visitor.visit_i32(p.y_map.rank != 0);
 }
 
-namespace {
-/// The grid of an op with these tiles over `boxes` output boxes and N channels: persistent, or
-/// with split-K a cluster per tile — how many clusters of one-block SMs fit at once depends on
-/// how the device's SMs group, and the hardware fills them as they free.
-Dims tma_grid(const Sm90Tiles& t, std::size_t boxes, std::size_t n, int multiprocessors) {
+Dims detail::sm90_grid(const Sm90Tiles& t, std::size_t boxes, std::size_t n, int multiprocessors) {
+    // How many clusters of one-block SMs fit at once depends on how the device's SMs group: the
+    // hardware fills them as they free.
     const std::size_t tiles = geometry(t).column_tiles(boxes) * ceil_div<std::size_t>(n, t.block_n);
     const auto split = static_cast<std::size_t>(t.split_k);
     const std::size_t blocks = split > 1 ? std::max<std::size_t>(tiles, 1) * split
@@ -444,7 +429,6 @@ Dims tma_grid(const Sm90Tiles& t, std::size_t boxes, std::size_t n, int multipro
     require(blocks <= INT32_MAX, "{} tiles of {} blocks exceed the grid's limits: split the batch", tiles, split);
     return {static_cast<unsigned>(blocks), 1, 1};
 }
-}  // namespace
 
 Dims TmaConvOp::grid(ShapeView y) const {
     detail::check_rank4(y, "output y");
@@ -461,7 +445,7 @@ Dims TmaConvOp::grid(ShapeView y) const {
         if (const auto box = detail::tap_box(attrs(), oh, ow))
             boxes = std::max(per_image, box->boxes<std::size_t>(y[0], y[2], y[3]));
     }
-    return tma_grid(tiles_, boxes, y[1], multiprocessors_);
+    return detail::sm90_grid(tiles_, boxes, y[1], multiprocessors_);
 }
 
 Dims TmaConvOp::grid_for_launch(std::size_t, std::span<const ShapeView> inputs, ShapeView y) const {
@@ -471,7 +455,8 @@ Dims TmaConvOp::grid_for_launch(std::size_t, std::span<const ShapeView> inputs, 
     const auto& x = inputs[0];
     const Conv2dShape s{detail::as_i32(x[0], "B"), detail::as_i32(x[1], "C_IN"), detail::as_i32(x[2], "H"),
                         detail::as_i32(x[3], "W"), detail::as_i32(y[1], "C_OUT")};
-    return tma_grid(tiles_, static_cast<std::size_t>(detail::sm90_boxes(attrs(), s, gathers_)), y[1], multiprocessors_);
+    return detail::sm90_grid(tiles_, static_cast<std::size_t>(detail::sm90_boxes(attrs(), s, gathers_)), y[1],
+                             multiprocessors_);
 }
 
 Conv2dBnSiluGemmTmaForward::Conv2dBnSiluGemmTmaForward(const Sm90Tiles& tiles, const DeviceTraits& device, float bn_eps)

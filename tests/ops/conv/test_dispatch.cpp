@@ -13,6 +13,7 @@
 
 #include <kjit/conv.hpp>
 
+#include "ops/conv/dispatch_replay.hpp"
 #include "ops/conv/gemm_forward.hpp"
 #include "ops/op_test_support.hpp"
 #include "support.hpp"
@@ -446,27 +447,13 @@ TEST_CASE("dispatch against measured times: within 1.15x of the best candidate o
     // cost models' constants were fitted to the run before it, on kernels whose flattened rows
     // were 2-6% slower. Refresh it, and refit, when the kernels change.
     const DeviceTraits h200{132, 232448, Arch(9, 0)};
-    std::ifstream run(KJIT_SOURCE_DIR "/docs/bench-data/2026-12-03-rows-loader-candidates-kjit.jsonl");
-    REQUIRE(run.good());
-    int rows = 0;
-    std::vector<std::string> over;
-    for (std::string line; std::getline(run, line);) {
-        const auto r = nlohmann::json::parse(line);
-        if (!r.contains("layer")) continue;
-        const int k = r["kernel"].get<int>(), stride = r["stride"].get<int>(), hw = r["hw"].get<int>();
-        const Conv2dAttrs a{
-            .kernel_h = k, .kernel_w = k, .stride_h = stride, .stride_w = stride, .pad_h = k / 2, .pad_w = k / 2};
-        const Conv2dShape s{r["batch"].get<int>(), r["c_in"].get<int>(), hw, hw, r["c_out"].get<int>()};
-        const std::string pick = conv2d_bn_silu_config(*dispatch_conv2d_bn_silu(a, s, h200));
-        const auto& timed = r["candidates"];
-        CAPTURE(pick);
-        REQUIRE(timed.contains(pick));  // dispatch picks among the candidates `kjit tune` times
-        const double ratio = timed[pick].get<double>() / r["best_us"].get<double>();
-        if (ratio > 1.15) over.push_back(fmt::format("{} b{} {:.2f}x", r["layer"].get<std::string>(), s.batch, ratio));
-        ++rows;
-    }
-    CHECK(rows == 111);
-    const std::string misses = fmt::format("{}", fmt::join(over, ", "));
+    const auto replay = test::replay_dispatch(KJIT_SOURCE_DIR
+                                              "/docs/bench-data/2026-12-03-rows-loader-candidates-kjit.jsonl",
+                                              [&](const Conv2dAttrs& a, const Conv2dShape& s) {
+                                                  return conv2d_bn_silu_config(*dispatch_conv2d_bn_silu(a, s, h200));
+                                              });
+    CHECK(replay.rows == 111);
+    const std::string misses = fmt::format("{}", fmt::join(replay.over, ", "));
     CAPTURE(misses);
-    CHECK(over.empty());
+    CHECK(replay.over.empty());
 }

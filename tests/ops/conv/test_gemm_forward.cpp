@@ -166,7 +166,7 @@ TEST_CASE("implicit-GEMM op: shapes, output size, grid over groups and argument 
 }
 TEST_CASE("every configuration of the conv kernels compiles for sm_80, sm_87 and sm_90") {
     std::vector<Kernel> kernels;
-    std::size_t arch_specific = 0;  // the three TMA kernels: sm_90a only, checked by their own test
+    std::size_t arch_specific = 0;  // the four TMA kernels: sm_90a only, checked by their own test
     for (const auto& family : shipped_kernels())
         if (family.name.starts_with("conv2d_bn_silu"))
             for (auto& k : family.configurations()) {
@@ -175,7 +175,7 @@ TEST_CASE("every configuration of the conv kernels compiles for sm_80, sm_87 and
             }
     REQUIRE(kernels.size() ==
             2 * GemmTiles::configurations().size() + Conv2dBnSiluDirectForward::configurations().size());
-    REQUIRE(arch_specific == 3 * Sm90Tiles::configurations().size());
+    REQUIRE(arch_specific == 4 * Sm90Tiles::configurations().size());
     struct Job {
         const Kernel* kernel;
         const char* arch;
@@ -223,21 +223,32 @@ TEST_CASE("the TMA kernels build for sm_90a only: TMA, wgmma and setmaxnreg, uns
     for (const auto& t : Sm90Tiles::configurations())
         for (const Kernel& k :
              {Conv2dBnSiluGemmTmaForward(t, h200).kernel(), Conv2dBnSiluTmaForward(t, k3, h200).kernel(),
-              Conv2dBnSiluGatherTmaForward(t, k3, h200).kernel()}) {
+              Conv2dBnSiluGatherTmaForward(t, k3, h200).kernel(), Conv2dBnSiluNhwcTmaForward(t, k3, h200).kernel()}) {
             // The 1×1 kernel copies 3-D boxes ({pixels, channels, image}, or whole images) and
             // stores them, the implicit GEMM 4-D ones; the gathering kernel copies only W's 2-D boxes, gathers X
-            // with cp.async that arrives on the stage's barrier, and stores y itself.
+            // with cp.async that arrives on the stage's barrier, and stores y itself; the
+            // channels-last kernel copies x in im2col mode and W's 3-D boxes, stores 2-D ones, and
+            // reads both wgmma operands through descriptors.
             const bool gathers = k.name() == "conv2d_bn_silu_gather_tma_forward";
-            const std::string rank = gathers ? "2d" : k.name() == "conv2d_bn_silu_tma_forward" ? "4d" : "3d";
-            running.push_back(std::async(std::launch::async, [k, t, rank, gathers, &sm90a] {
+            const bool nhwc = k.name() == "conv2d_bn_silu_nhwc_tma_forward";
+            const std::string load = gathers                                    ? "2d"
+                                     : nhwc                                     ? "4d.shared::cluster.global.im2col"
+                                     : k.name() == "conv2d_bn_silu_tma_forward" ? "4d"
+                                                                                : "3d";
+            const std::string store = nhwc ? "2d" : load;
+            running.push_back(std::async(std::launch::async, [k, t, load, store, gathers, nhwc, &sm90a] {
                 const Compiled c = compile(k, sm90a);
                 // CHECK is not thread-safe in doctest: collect, check on the main thread.
                 // Split-K's hand-over: arrivals on another block's barrier, partials read from it.
                 std::vector<std::string> wanted = {
-                    "wgmma.mma_async", "cp.async.bulk.tensor." + rank, "mbarrier.try_wait",
+                    "wgmma.mma_async", "cp.async.bulk.tensor." + load, "mbarrier.try_wait",
                     "mbarrier.arrive.release.cluster.shared::cluster", "ld.shared::cluster.v4.f32"};
                 wanted.push_back(gathers ? "cp.async.mbarrier.arrive.noinc"
-                                         : "cp.async.bulk.tensor." + rank + ".global.shared::cta");
+                                         : "cp.async.bulk.tensor." + store + ".global.shared::cta");
+                if (nhwc) wanted.push_back("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier");
+                // The RS form reads A fragments into registers as tf32; the SS form has none.
+                if (nhwc == (c.ptx.find("cvt.rna.tf32.f32") != std::string::npos))
+                    throw UsageError(k.id() + (nhwc ? ": A fragments in the SS kernel" : ": no A fragments"));
                 for (const std::string& instruction : wanted)
                     if (c.ptx.find(instruction) == std::string::npos) throw UsageError(k.id() + ": no " + instruction);
                 if (gathers && c.ptx.find(".global.shared::cta") != std::string::npos)
@@ -246,10 +257,10 @@ TEST_CASE("the TMA kernels build for sm_90a only: TMA, wgmma and setmaxnreg, uns
                     throw UsageError(k.id() + ": several consumer warpgroups without setmaxnreg");
                 if (c.ptx.find("mma.sync") != std::string::npos)
                     throw UsageError(k.id() + ": mma.sync in the TMA kernel");
-                // Each column policy's GEMM (two but in the gathering kernel: 32-pixel boxes and
+                // Each column policy's GEMM (two but in the gathering and channels-last kernels: 32-pixel boxes and
                 // whole images, tap boxes and flattened rows) waits for the grid before once, after
                 // its barrier setup (which that grid's tail overlaps).
-                const int policies = gathers ? 1 : 2;
+                const int policies = gathers || nhwc ? 1 : 2;
                 int waits = 0;
                 for (auto at = c.ptx.find("griddepcontrol.wait"); at != std::string::npos;
                      at = c.ptx.find("griddepcontrol.wait", at + 1))
