@@ -109,19 +109,28 @@ struct Columns {
 }  // namespace im2col_sm90
 
 template <int BLOCK_M, int BLOCK_N, int STAGES, int GROUP_M>
-__device__ __forceinline__ void conv2d_bn_silu_nhwc_tma_forward(const kjit::TensorMap& x_map,
-                                                                const kjit::TensorMap& w_map,
-                                                                const kjit::TensorMap& y_map, float* y,
-                                                                const float* bn_scale, const float* bn_shift, int B,
-                                                                int C_IN, int C_OUT, int OH, int OW, int KH, int KW,
-                                                                int stride_h, int stride_w, int pad_h, int pad_w,
-                                                                int y_row_stride, int y_by_tma)
+__device__ __forceinline__ void conv2d_bn_silu_nhwc_tma_forward(
+    const kjit::TensorMap& x_map, const kjit::TensorMap& w_map, const kjit::TensorMap& y_map, float* y,
+    const float* bn_scale, const float* bn_shift, int B, int C_IN, int C_OUT, int OH, int OW, int KH, int KW,
+    int stride_h, int stride_w, int pad_h, int pad_w, int y_row_stride, int y_by_tma)
 {
     constexpr kjit::Sm90Geometry G{BLOCK_M, BLOCK_N, STAGES};
     const int pixels = B * OH * OW, chunks = kjit::ceil_div(C_IN, 32);
-    const im2col_sm90::Columns<BLOCK_M, BLOCK_N> columns{
-        x_map,  y_map,  y,      pixels,       C_OUT, OH, OW, stride_h, stride_w, pad_h, pad_w, y_row_stride,
-        kjit::Divisor(chunks), kjit::Divisor(KW), y_by_tma != 0};
-    gemm::sm90::gemm_bn_silu<BLOCK_M, BLOCK_N, STAGES, GROUP_M>(columns, w_map, G.column_tiles(kjit::ceil_div(pixels, 32)),
-                                                                C_OUT, KH * KW * chunks * 32, bn_scale, bn_shift);
+    const im2col_sm90::Columns<BLOCK_M, BLOCK_N> columns{x_map,
+                                                         y_map,
+                                                         y,
+                                                         pixels,
+                                                         C_OUT,
+                                                         OH,
+                                                         OW,
+                                                         stride_h,
+                                                         stride_w,
+                                                         pad_h,
+                                                         pad_w,
+                                                         y_row_stride,
+                                                         kjit::Divisor(chunks),
+                                                         kjit::Divisor(KW),
+                                                         y_by_tma != 0};
+    gemm::sm90::gemm_bn_silu<BLOCK_M, BLOCK_N, STAGES, GROUP_M>(
+        columns, w_map, G.column_tiles(kjit::ceil_div(pixels, 32)), C_OUT, KH * KW * chunks * 32, bn_scale, bn_shift);
 }

@@ -37,17 +37,16 @@ struct NhwcPlan {
     bool y_by_tma = false;
 
     [[nodiscard]] TiledTensorMap w_map() const { return {w, w_dims, w_strides, w_box, TensorMapSwizzle::bytes_128}; }
-    [[nodiscard]] TiledTensorMap y_map() const {
-        return {y, y_dims, y_strides, y_box, TensorMapSwizzle::bytes_128};
-    }
+    [[nodiscard]] TiledTensorMap y_map() const { return {y, y_dims, y_strides, y_box, TensorMapSwizzle::bytes_128}; }
     /// Why TMA cannot store y, or "". Besides the map's own rules: TMA writes a row's last
     /// channels in whole 16-byte groups (on the H200, 1x1 520->130 with pixel rows of 132 floats:
     /// channels 130 and 131 of every pixel written), so C_OUT must be a multiple of 4.
     [[nodiscard]] std::string y_store_reason() const {
         if (s.c_out % 4)
-            return fmt::format("C_OUT = {} is not a multiple of 4: TMA stores a pixel's last channels in whole "
-                               "16-byte groups and would write past them",
-                               s.c_out);
+            return fmt::format(
+                "C_OUT = {} is not a multiple of 4: TMA stores a pixel's last channels in whole "
+                "16-byte groups and would write past them",
+                s.c_out);
         return y_map().unsupported_reason();
     }
     [[nodiscard]] bool same_maps(const NhwcPlan& o) const {
@@ -63,9 +62,10 @@ std::string plan(const Conv2dAttrs& a, const Sm90Tiles& t, const Conv2dShape& s,
     if (1LL * s.batch * oh * ow >= (1LL << 31))
         return "the channels-last kernel counts output pixels in 32 bits: this layer has 2^31 or more";
     if (s.c_in % 4)
-        return fmt::format("TMA needs C_IN a multiple of 4 (16-byte pixels of x and rows of W), this layer has {}; "
-                           "pad the channels with zeros",
-                           s.c_in);
+        return fmt::format(
+            "TMA needs C_IN a multiple of 4 (16-byte pixels of x and rows of W), this layer has {}; "
+            "pad the channels with zeros",
+            s.c_in);
     p.s = s, p.oh = oh, p.ow = ow, p.y_row_stride = y_row_stride;
     const u64 cin = s.c_in, taps = 1ULL * a.kernel_h * a.kernel_w, pixels = 1ULL * s.batch * oh * ow;
     p.x_map = {.dims = {cin, u64(s.width), u64(s.height), u64(s.batch)},
@@ -81,7 +81,8 @@ std::string plan(const Conv2dAttrs& a, const Sm90Tiles& t, const Conv2dShape& s,
     p.y_dims = {u64(s.c_out), pixels};
     p.y_strides = {4ULL * y_row_stride};
     p.y_box = {Sm90Geometry::box, Sm90Geometry::box};
-    for (const auto& [why, what] : {std::pair{p.x_map.unsupported_reason(), "input x"}, {p.w_map().unsupported_reason(), "weight"}})
+    for (const auto& [why, what] :
+         {std::pair{p.x_map.unsupported_reason(), "input x"}, {p.w_map().unsupported_reason(), "weight"}})
         if (!why.empty()) return fmt::format("TMA cannot read {} of this layer: {}", what, why);
     return {};
 }
@@ -107,14 +108,16 @@ NhwcPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, const OpCall& call) {
     p.x = p.x_map.base = detail::non_null(call.inputs[0].data, "input x");
     p.w = detail::non_null(call.params[0], "parameter weight");
     p.y = detail::non_null(call.output, "output y");
-    for (const auto& [why, what] : {std::pair{p.x_map.unsupported_reason(), "input x"}, {p.w_map().unsupported_reason(), "weight"}})
+    for (const auto& [why, what] :
+         {std::pair{p.x_map.unsupported_reason(), "input x"}, {p.w_map().unsupported_reason(), "weight"}})
         if (!why.empty()) throw UsageError(fmt::format("TMA cannot read {}: {}", what, why));
     p.y_by_tma = p.y_store_reason().empty();  // else the kernel stores y itself
     return p;
 }
 
 std::string hopper_attrs_reason(const Conv2dAttrs& a) {
-    if (a.groups != 1) return fmt::format("the channels-last kernel takes ungrouped layers, this one has {} groups", a.groups);
+    if (a.groups != 1)
+        return fmt::format("the channels-last kernel takes ungrouped layers, this one has {} groups", a.groups);
     if (a.dilation_h != 1 || a.dilation_w != 1) return "the channels-last kernel takes dilation 1";
     return {};
 }
@@ -143,9 +146,10 @@ std::vector<Shape> Conv2dBnSiluNhwcTmaForward::param_shapes(std::span<const Shap
     check_rank4(inputs[0], "input x");
     check_rank4(y, "output y");
     const std::size_t c_out = y[3];
-    return {{c_out, static_cast<std::size_t>(attrs().kernel_h), static_cast<std::size_t>(attrs().kernel_w), inputs[0][3]},
-            {c_out},
-            {c_out}};
+    return {
+        {c_out, static_cast<std::size_t>(attrs().kernel_h), static_cast<std::size_t>(attrs().kernel_w), inputs[0][3]},
+        {c_out},
+        {c_out}};
 }
 
 std::size_t Conv2dBnSiluNhwcTmaForward::forward_output_row_elems(ShapeView y) const {
@@ -193,10 +197,8 @@ Dims Conv2dBnSiluNhwcTmaForward::grid(ShapeView y) const {
                              multiprocessors_);
 }
 
-std::string conv2d_nhwc_tma_unsupported_reason(const Conv2dAttrs& a, const Conv2dShape& s,
-                                               const DeviceTraits& device) {
-    if (!device.hopper())
-        return fmt::format("TMA + wgmma needs a 9.0 device, this is {}", device.arch.name());
+std::string conv2d_nhwc_tma_unsupported_reason(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device) {
+    if (!device.hopper()) return fmt::format("TMA + wgmma needs a 9.0 device, this is {}", device.arch.name());
     if (auto why = hopper_attrs_reason(a); !why.empty()) return why;
     NhwcPlan p;
     return plan(a, Sm90Tiles{128, 128, 4, 8}, s, s.c_out, p);

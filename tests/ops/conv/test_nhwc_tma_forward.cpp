@@ -58,18 +58,17 @@ TEST_CASE("the channels-last Hopper op: the layers TMA takes, and why not the re
     CHECK(conv2d_nhwc_tma_unsupported_reason({}, {37, 64, 1, 1, 3}, h200).empty());  // 1x1, M = 1 a image
     CHECK(conv2d_nhwc_tma_unsupported_reason(k3, {2, 3, 12, 12, 40}, h200).find("C_IN a multiple of 4") !=
           std::string::npos);
-    CHECK(conv2d_nhwc_tma_unsupported_reason(k3, {2, 24, 12, 12, 40}, {108, 166912, Arch(8, 0)})
-              .find("9.0 device") != std::string::npos);
+    CHECK(conv2d_nhwc_tma_unsupported_reason(k3, {2, 24, 12, 12, 40}, {108, 166912, Arch(8, 0)}).find("9.0 device") !=
+          std::string::npos);
     const Conv2dAttrs wide_stride{.kernel_h = 3, .kernel_w = 3, .stride_h = 9, .stride_w = 9};
     CHECK(conv2d_nhwc_tma_unsupported_reason(wide_stride, {1, 8, 40, 40, 8}, h200).find("element stride") !=
           std::string::npos);
     const Conv2dAttrs huge_pad{.kernel_h = 3, .kernel_w = 3, .pad_h = 130, .pad_w = 130};
-    CHECK(conv2d_nhwc_tma_unsupported_reason(huge_pad, {1, 8, 4, 4, 8}, h200).find("-128 to 127") !=
-          std::string::npos);
+    CHECK(conv2d_nhwc_tma_unsupported_reason(huge_pad, {1, 8, 4, 4, 8}, h200).find("-128 to 127") != std::string::npos);
     const Conv2dAttrs grouped{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 2};
     CHECK(conv2d_nhwc_tma_unsupported_reason(grouped, {1, 8, 4, 4, 8}, h200).find("ungrouped") != std::string::npos);
-    CHECK_THROWS_WITH_AS(Conv2dBnSiluNhwcTmaForward({128, 128, 4, 8}, grouped, h200),
-                         doctest::Contains("ungrouped"), UsageError);
+    CHECK_THROWS_WITH_AS(Conv2dBnSiluNhwcTmaForward({128, 128, 4, 8}, grouped, h200), doctest::Contains("ungrouped"),
+                         UsageError);
     CHECK_THROWS_WITH_AS(Conv2dBnSiluNhwcTmaForward({128, 128, 4, 8}, k3, {108, 166912, Arch(8, 0)}),
                          doctest::Contains("9.0 devices"), UsageError);
 }
@@ -93,7 +92,8 @@ TEST_CASE("the channels-last Hopper op's candidates and dispatch pick") {
     const auto candidates = conv2d_bn_silu_nhwc_candidates(k3, s, h200);
     // Seven tile shapes at their deepest pipelines, unsplit; few enough tiles for some splits.
     CHECK(std::count_if(candidates.begin(), candidates.end(), [](const Sm90Tiles& t) { return t.split_k == 1; }) == 7);
-    for (const auto& t : candidates) CHECK(t.stages == Sm90Tiles::max_stages(t.block_m, t.block_n, h200.max_shared_bytes));
+    for (const auto& t : candidates)
+        CHECK(t.stages == Sm90Tiles::max_stages(t.block_m, t.block_n, h200.max_shared_bytes));
     const auto op = dispatch_conv2d_bn_silu_nhwc(k3, s, h200);
     CHECK(std::find(candidates.begin(), candidates.end(), op->tiles()) != candidates.end());
     // A small layer fills the device by splitting K.
@@ -107,15 +107,36 @@ TEST_CASE("the channels-last dispatch against measured times: within 1.15x of th
     // Every candidate of the bench rows TMA takes (kjit_conv_bench --quick --nhwc, H200): one of
     // the two runs its cost model's X weight was fitted to. Refresh it, and refit, when the
     // kernel changes.
-    const auto replay = test::replay_dispatch(
-        KJIT_SOURCE_DIR "/docs/bench-data/2026-12-04-nhwc-candidates-kjit.jsonl",
-        [](const Conv2dAttrs& a, const Conv2dShape& s) {
-            const Sm90Tiles t = dispatch_conv2d_bn_silu_nhwc(a, s, h200)->tiles();
-            return fmt::format("{}x{} s{}{}", t.block_m, t.block_n, t.stages,
-                               t.split_k > 1 ? fmt::format(" split {}", t.split_k) : "");
-        });
+    const auto replay = test::replay_dispatch(KJIT_SOURCE_DIR "/docs/bench-data/2026-12-04-nhwc-candidates-kjit.jsonl",
+                                              [](const Conv2dAttrs& a, const Conv2dShape& s) {
+                                                  const Sm90Tiles t = dispatch_conv2d_bn_silu_nhwc(a, s, h200)->tiles();
+                                                  return fmt::format(
+                                                      "{}x{} s{}{}", t.block_m, t.block_n, t.stages,
+                                                      t.split_k > 1 ? fmt::format(" split {}", t.split_k) : "");
+                                              });
     CHECK(replay.rows == 108);  // the 111 bench rows less yolo's 3-channel stem, which TMA cannot read
     const std::string misses = fmt::format("{}", fmt::join(replay.over, ", "));
     CAPTURE(misses);
     CHECK(replay.over.empty());
+}
+
+TEST_CASE("the channels-last op as configuration text: NHWC=1 and its tiles, read back as written") {
+    const Conv2dShape s{8, 64, 28, 28, 128};
+    const std::string text = "NHWC=1 BLOCK_M=128 BLOCK_N=64 STAGES=8 GROUP_M=8 SPLIT_K=2";
+    const auto op = make_conv2d_bn_silu(k3, s, text, h200);
+    REQUIRE(dynamic_cast<const Conv2dBnSiluNhwcTmaForward*>(op.get()) != nullptr);
+    CHECK(conv2d_bn_silu_config(*op) == text);
+    CHECK(conv2d_bn_silu_config(*make_conv2d_bn_silu(k3, s, "NHWC=1 BLOCK_M=64 BLOCK_N=32 STAGES=8", h200)) ==
+          "NHWC=1 BLOCK_M=64 BLOCK_N=32 STAGES=8 GROUP_M=8");
+    // What `kjit tune --channels-last` times: the candidates, each read back to its own tiles.
+    const auto configs = conv2d_bn_silu_nhwc_configs(k3, s, h200);
+    REQUIRE(configs.size() == conv2d_bn_silu_nhwc_candidates(k3, s, h200).size());
+    for (const auto& c : configs) CHECK(conv2d_bn_silu_config(*make_conv2d_bn_silu(k3, s, c, h200)) == c);
+    CHECK_THROWS_WITH_AS((void)make_conv2d_bn_silu(k3, s, "NHWC=2 BLOCK_M=128 BLOCK_N=64 STAGES=8", h200),
+                         doctest::Contains("NHWC takes the value 1"), UsageError);
+    CHECK_THROWS_WITH_AS(
+        (void)make_conv2d_bn_silu(k3, {8, 6, 28, 28, 128}, "NHWC=1 BLOCK_M=128 BLOCK_N=64 STAGES=8", h200),
+        doctest::Contains("C_IN a multiple of 4"), UsageError);
+    CHECK_THROWS_WITH_AS((void)make_conv2d_bn_silu(k3, s, "NHWC=1 BLOCK_M=128 BLOCK_N=64 STAGES=8 BLOCK_K=32", h200),
+                         doctest::Contains("BLOCK_K is not one this kernel takes"), UsageError);
 }
