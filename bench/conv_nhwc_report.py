@@ -5,7 +5,9 @@ in the same run, both ways (one call per CUDA-graph replay, and 20 calls back to
 (conv_peers.py without --channels-last, same rows), against the best peer in either layout; and
 beside each row, where an NCHW kjit run is given, kjit's NCHW dispatch pick.
 
-  conv_nhwc_report.py NHWC_KJIT_JSONL NHWC_TORCH_JSONL [--nchw-torch TORCH_JSONL] [--nchw-kjit KJIT_JSONL]
+  conv_nhwc_report.py NHWC_KJIT_JSONL NHWC_TORCH_JSONL [--nhwc-torch-more TORCH_JSONL]
+                      [--nchw-torch TORCH_JSONL] [--nchw-kjit KJIT_JSONL]
+--nhwc-torch-more adds the peers of another NHWC run of some rows (e.g. max-autotune on a few).
 """
 import argparse
 import math
@@ -32,10 +34,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("kjit")
     ap.add_argument("torch")
+    ap.add_argument("--nhwc-torch-more")
     ap.add_argument("--nchw-torch")
     ap.add_argument("--nchw-kjit")
     a = ap.parse_args()
     kjit, context, head, peers = load_run(a.kjit, a.torch)
+    if a.nhwc_torch_more:
+        for p in lines(a.nhwc_torch_more)[1:]:
+            row = peers.setdefault((p["layer"], p["batch"]), {})
+            row.update({k: v for k, v in p.items() if k not in row})
     nchw_peers = {}
     if a.nchw_torch:
         rows = lines(a.nchw_torch)
