@@ -113,6 +113,8 @@ usage)  # usage errors exit 2 and say what to do
   expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/negative.json" --cache-dir "$dir"
   contains "layer 1: pad = -1"
   expect 2 "$kjit" frobnicate
+  expect 2 "$kjit" run conv2d_bn_silu --batch 1 --cin 8 --cout 8 --hw 4 4 --config NHWC=1 BLOCK_M=64 BLOCK_N=32 STAGES=8
+  contains "add --channels-last"
   echo '{"layers": [{"batch": 1, "cin": 8}]}' >"$dir/bad.json"
   expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/bad.json" --cache-dir "$dir"
   contains "--shapes"
@@ -131,6 +133,8 @@ no-gpu)  # run and tune need a GPU; without one they say so and exit 2
   contains "kjit run needs a GPU"
   expect 2 "$kjit" tune conv2d_bn_silu --batch 1 --cin 64 --cout 64 --hw 56 56 --cache-dir "$dir"
   contains "kjit tune needs a GPU"
+  expect 2 "$kjit" run conv2d_bn_silu --batch 1 --cin 64 --cout 64 --hw 56 56 --channels-last --cache-dir "$dir"
+  contains "kjit run needs a GPU"
   expect 2 "$kjit" warm --cache-dir "$dir"
   contains "pass --arch"
   echo '{}' >"$dir/graph.json"; : >"$dir/w.safetensors"

@@ -142,15 +142,15 @@ void check_op_name(const RunOptions& o) {
 int run(const RunOptions& o) {
     check_op_name(o);
     const Layer l = layer_of(o);
-    const Device device = gpu_or_explain("run");
-    Runtime& rt = runtime(o.common);
     std::string config;
     for (const auto& c : o.config) config += (config.empty() ? "" : " ") + c;
-    const DeviceTraits traits = DeviceTraits::of(device);
     // The channels-last kernel's configurations are its tiles after NHWC=1.
     if (o.channels_last && !config.empty() && !config.starts_with("NHWC=1")) config = "NHWC=1 " + config;
     if (!o.channels_last && config.find("NHWC") != std::string::npos)
         throw UsageError("NHWC=1 names the channels-last kernel: add --channels-last to run it on NHWC tensors");
+    const Device device = gpu_or_explain("run");
+    Runtime& rt = runtime(o.common);
+    const DeviceTraits traits = DeviceTraits::of(device);
     const auto op = !config.empty()   ? make_conv2d_bn_silu(l.attrs, l.shape, config, traits)
                     : o.channels_last ? dispatch_conv2d_bn_silu_nhwc(l.attrs, l.shape, device, rt.cache())
                                       : dispatch_conv2d_bn_silu(l.attrs, l.shape, device, rt.cache());
