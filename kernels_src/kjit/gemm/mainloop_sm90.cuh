@@ -295,6 +295,8 @@ __device__ __forceinline__ void consume_tile_ss(Accumulators<BLOCK_N>& acc,
     if (retiring >= 0 && releases) kjit::mbarrier_arrive(shared.empty(retiring));
 }
 
+/// The consumers' side for one tile, in the form the policy's X boxes allow: SS where they are
+/// K-major, else RS.
 template <int BLOCK_M, int BLOCK_N, int STAGES, class Columns>
 __device__ __forceinline__ void consume_tile(Accumulators<BLOCK_N>& acc, const Shared<BLOCK_M, BLOCK_N, STAGES>& shared,
                                              const Columns& columns, int consumer, int tile_m, KRange k,
