@@ -87,6 +87,11 @@ std::string plan(const Conv2dAttrs& a, const Sm90Tiles& t, const Conv2dShape& s,
     return {};
 }
 
+/// A layer's sizes from its NHWC input x [B, H, W, C_IN] and its output channels.
+Conv2dShape nhwc_shape(ShapeView x, std::size_t c_out) {
+    return {as_i32(x[0], "B"), as_i32(x[3], "C_IN"), as_i32(x[1], "H"), as_i32(x[2], "W"), as_i32(c_out, "C_OUT")};
+}
+
 /// The plan of a call, its tensors checked against each other and its pointers filled in.
 NhwcPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, const OpCall& call) {
     require(call.inputs.size() == 1, "conv2d_bn_silu takes 1 input, {} given", call.inputs.size());
@@ -95,8 +100,7 @@ NhwcPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, const OpCall& call) {
     const ShapeView x = call.inputs[0].shape, y = call.output_shape;
     check_rank4(x, "input x");
     check_rank4(y, "output y");
-    const Conv2dShape s{as_i32(x[0], "B"), as_i32(x[3], "C_IN"), as_i32(x[1], "H"), as_i32(x[2], "W"),
-                        as_i32(y[3], "C_OUT")};
+    const Conv2dShape s = nhwc_shape(x, y[3]);
     const auto [oh, ow] = conv2d_output_size(a, s);
     require(y[0] == x[0] && y[1] == static_cast<std::size_t>(oh) && y[2] == static_cast<std::size_t>(ow),
             "output shape [{}] does not match the channels-last convolution's [{}, {}, {}, {}]", fmt::join(y, ", "),
@@ -163,9 +167,7 @@ Shape Conv2dBnSiluNhwcTmaForward::compute_concrete_output_shape(std::span<const 
     check_rank4(inputs[0], "input x");
     check_rank4(resolved, "output y");
     const ShapeView x = inputs[0];
-    const Conv2dShape s{as_i32(x[0], "B"), as_i32(x[3], "C_IN"), as_i32(x[1], "H"), as_i32(x[2], "W"),
-                        as_i32(resolved[3], "C_OUT")};
-    const auto [oh, ow] = conv2d_output_size(attrs(), s);
+    const auto [oh, ow] = conv2d_output_size(attrs(), nhwc_shape(x, resolved[3]));
     return {x[0], static_cast<std::size_t>(oh), static_cast<std::size_t>(ow), resolved[3]};
 }
 
