@@ -8,11 +8,16 @@ beside each row, where an NCHW kjit run is given, kjit's NCHW dispatch pick.
   conv_nhwc_report.py NHWC_KJIT_JSONL NHWC_TORCH_JSONL [--nhwc-torch-more TORCH_JSONL]
                       [--nchw-torch TORCH_JSONL] [--nchw-kjit KJIT_JSONL]
 --nhwc-torch-more adds the peers of another NHWC run of some rows (e.g. max-autotune on a few).
+Last, for the rows that miss the batch 8/32 target: how dispatch's pick fills the device — its
+output tiles and blocks (split-K multiplies them), the waves they take on the card's SMs and the
+last wave's fill — and the TF32 rate reached, over the whole card and per busy SM.
 """
 import argparse
 import math
 
-from conv_report import PEERS, best_peer, floor_us, lines, load_run, print_targets
+from conv_report import PEERS, best_peer, bytes_and_flops, floor_us, lines, load_run, print_targets
+
+SMS = 132  # the H200's multiprocessors
 
 
 def either_layout(nhwc, nchw):
@@ -28,6 +33,35 @@ def either_layout(nhwc, nchw):
                     row[name + suffix] = min(times)
         out[key] = row
     return out
+
+
+def waves(row):
+    """Dispatch's pick on a row ("128x64 s8 split 2"): (output tiles, blocks, waves on SMS
+    multiprocessors, the SMs busy on average over those waves). The channels-last kernel's tiles
+    run over the B·OH·OW output positions in order; a split tile is a cluster of `split` blocks."""
+    words = row["dispatch"].split()
+    block_m, block_n = (int(v) for v in words[0].split("x"))
+    split = int(words[-1]) if "split" in words else 1
+    tiles = math.ceil(row["batch"] * row["out_hw"] ** 2 / block_m) * math.ceil(row["c_out"] / block_n)
+    blocks = tiles * split
+    count = math.ceil(blocks / SMS)
+    return tiles, blocks, count, blocks / (count * SMS)
+
+
+def print_waves(kjit, peers, ceil):
+    """The batch 8/32 rows over 0.8x of the best peer, by how their pick fills the device."""
+    print(f"\nThe batch 8/32 rows over 0.8x, by how dispatch's pick fills the {SMS} SMs (TF32 ceiling "
+          f"{ceil['tf32_TFLOPs']:.0f} TFLOP/s):\n")
+    print("| layer | batch | pick | tiles | blocks | waves | SMs busy | TFLOP/s | per busy SM, x132 | kjit / peer |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in kjit:
+        peer, _ = best_peer(peers.get((r["layer"], r["batch"]), {}), "_b2b_us")
+        if r["batch"] == 1 or math.isnan(peer) or r["dispatch_b2b_us"] <= 0.8 * peer:
+            continue
+        tiles, blocks, count, busy = waves(r)
+        rate = bytes_and_flops(r)[1] / r["dispatch_b2b_us"] / 1e6
+        print(f"| {r['layer']} | {r['batch']} | {r['dispatch']} | {tiles} | {blocks} | {count} | {busy:.0%} | "
+              f"{rate:.0f} | {rate / busy:.0f} | {r['dispatch_b2b_us'] / peer:.2f} |")
 
 
 def main():
@@ -82,6 +116,7 @@ def main():
     if nchw_peers:
         print("\nAgainst the best peer in either layout (NHWC or NCHW tensors):")
         print_targets(kjit, either_layout(peers, nchw_peers), ceil)
+    print_waves(kjit, either_layout(peers, nchw_peers) if nchw_peers else peers, ceil)
 
 
 if __name__ == "__main__":

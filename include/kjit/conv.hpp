@@ -440,6 +440,12 @@ private:
 /// (sm_90a)", "the sm80 mainloop (cp.async + mma.sync): TMA needs OH*OW a multiple of 4 …").
 [[nodiscard]] std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                          const DeviceTraits& device);
+/// The tensors' layout a conv runs on: NCHW, or channels-last (NHWC, the Hopper kernel only).
+enum class Conv2dLayout { nchw, nhwc };
+/// The family `kjit tune` stores a layout's winners under: "conv2d_bn_silu" for NCHW,
+/// "conv2d_bn_silu_nhwc" for channels-last. The cache-aware dispatches use only winners of their
+/// own layout (a winner naming the other layout's kernel is ignored, with a warning).
+[[nodiscard]] const char* conv2d_tuned_family(Conv2dLayout layout) noexcept;
 /// dispatch_conv2d_bn_silu, preferring a winner `kjit tune` stored in `cache` for this layer,
 /// device name and arch.
 [[nodiscard]] std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,

@@ -20,7 +20,9 @@ struct RunOptions {
 };
 
 /// The family tuned winners of the options' layout are stored under.
-const char* tuned_family(const RunOptions& o) { return o.channels_last ? "conv2d_bn_silu_nhwc" : "conv2d_bn_silu"; }
+const char* tuned_family(const RunOptions& o) {
+    return conv2d_tuned_family(o.channels_last ? Conv2dLayout::nhwc : Conv2dLayout::nchw);
+}
 
 Layer layer_of(const RunOptions& o) {
     if (o.hw.size() != 2) throw UsageError("give the layer: --batch B --cin K --cout N --hw H W, all positive");

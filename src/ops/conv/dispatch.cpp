@@ -83,20 +83,27 @@ long long clusters_at_once(int sms, int size) {
 /// run of every candidate after the TMA producers' box corners left the K loop (2026-12-03,
 /// twelfth session: the implicit GEMM's tap boxes 10-35% faster; its 256-pixel tiles now win
 /// some rows).
-double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms, double x_weight, double a_fragments,
-                     double gathered) {
+/// What a Hopper kernel's K step costs beyond its wgmma, per pixel or channel row of the tile:
+/// X's and W's traffic (weights against the model's bytes per clock: rows that mostly hit L2
+/// weigh less), the A fragments a consumer reads (`a_fragments` channels' worth), and the
+/// gathering producer's copies (`gathered` clocks per pixel).
+struct Sm90StepCost {
+    double x_weight = 1.0, w_weight = 1.0, a_fragments = 0.0, gathered = 0.0;
+};
+
+double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms, const Sm90StepCost& step) {
     const long long tiles = Sm90Geometry{t.block_m, t.block_n, t.stages}.column_tiles(boxes) * ceil_div(n, t.block_n);
     const double per_sm = static_cast<double>(ceil_div<long long>(tiles, clusters_at_once(sms, t.split_k)));
     const int k_share = ceil_div(ceil_div(k, 32), t.split_k) * 32;
     const double consumers = t.block_m == 64 ? 1.3 : t.block_m == 256 ? 0.9 : 1.0;
-    const double math = consumers * t.block_m * (t.block_n + a_fragments) / 1024.0,
-                 traffic = (t.block_m * x_weight + t.block_n) * 4.0 / 24.0;
+    const double math = consumers * t.block_m * (t.block_n + step.a_fragments) / 1024.0,
+                 traffic = (t.block_m * step.x_weight + t.block_n * step.w_weight) * 4.0 / 24.0;
     // The epilogue computes and stages only the channel groups below N (epilogue_sm90.cuh).
     const double store = t.block_m * std::min(t.block_n, ceil_div(n, 8) * 8) * 4.0 / 32.0;
     // Block 0 reads each other block's partial tile at ~16 bytes a clock, after a hand-over's latency.
     const double reduction = (t.split_k - 1) * (t.block_m * t.block_n * 4.0 / 16.0 + 1500.0);
     constexpr double start = 1100.0, weight = 0.21;
-    const double work = k_share * std::max({math, traffic, gathered * t.block_m}) + store + reduction + start;
+    const double work = k_share * std::max({math, traffic, step.gathered * t.block_m}) + store + reduction + start;
     const double latency = ceil_div(k_share, 32) * 100.0 + reduction + start;
     return weight * per_sm * std::max(work, latency) + (t.split_k > 1 ? clustered_launch : 0.0);
 }
@@ -145,13 +152,14 @@ std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, cons
         // 32 pixels, reads masked at the padding — whole flattened rows more so. Gathered X costs
         // its producer's copies instead. Fitted on the H200 bench rows like the rest.
         const bool pointwise = detail::is_pointwise(a) && !gathers;
-        const double x_weight = gathers || pointwise ? 1.0 : s.width % 4 ? 1.5 : 1.25;
-        const double gathered = gathers ? 1.0 : 0.0;
-        const double a_fragments = pointwise ? 64.0 : 300.0;
+        const Sm90StepCost step{.x_weight = gathers || pointwise ? 1.0
+                                            : s.width % 4        ? 1.5
+                                                                 : 1.25,
+                                .a_fragments = pointwise ? 64.0 : 300.0,
+                                .gathered = gathers ? 1.0 : 0.0};
         const long long boxes = detail::sm90_boxes(a, s, gathers);
         for (const auto& t : detail::sm90_split_candidates(a, s, device, gathers)) {
-            const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors, x_weight, a_fragments,
-                                              gathered);
+            const double cost = tma_gemm_cost(t, boxes, s.c_out, k, device.multiprocessors, step);
             // Equal costs (traffic-bound tiles of the same BLOCK_M + BLOCK_N): the wider wgmma,
             // whose A fragments serve more channels (1x1 512->2048 @7 b8 on the H200, 2026-12-03:
             // 64x128 14.3 us, 128x64 16.7).
@@ -202,13 +210,19 @@ std::unique_ptr<Conv2dBnSiluNhwcTmaForward> dispatch_conv2d_bn_silu_nhwc(const C
     const long long boxes = ceil_div(1LL * s.batch * oh * ow, 32LL);
     std::optional<std::pair<Sm90Tiles, double>> best;
     // Its X box is the GEMM's A as it stands, copied once per K step like the 1×1 kernel's: no
-    // fragments, no patch beyond the box. X's traffic weighs 0.6 of W's: the boxes of a tile's
-    // taps overlap, so most of its copies hit L2. Fitted to two H200 runs of every candidate over
-    // the 108 bench rows TMA takes (2026-12-04): 108 of 108 within 1.15x of the best in both for
-    // weights 0.55 to 0.7 (worst 1.13x and 1.15x); at 1.0, 107 (worst 1.25x and 1.21x).
+    // fragments, no patch beyond the box. Where the filter has several taps, X's traffic weighs
+    // 0.6 of W's: the boxes of a tile's taps overlap, so most of its copies hit L2. A 1×1 layer's
+    // X is read once per channel tile and its W, small and read by every tile, stays in L2: X
+    // weighs 1, W 0.4. Fitted to two H200 runs of every candidate over the 108 bench rows TMA
+    // takes (2026-12-04, fourteenth and fifteenth sessions): 108 of 108 within 1.15x of the best
+    // in both (worst 1.10x and 1.11x) for 1×1 weights X 0.9–1.4 with W 0.3–0.4; with the taps'
+    // weights for 1×1 layers as well, 1x1 512->2048 @7 b8 took 1.16x in the second (128x64 tiles,
+    // where 64x128 fill the SMs as well and waste fewer of their 392 pixels) and 1x1 512->128 @28
+    // b32 1.15x in both.
+    const bool one_tap = a.kernel_h * a.kernel_w == 1;
+    const Sm90StepCost step = one_tap ? Sm90StepCost{.x_weight = 1.0, .w_weight = 0.4} : Sm90StepCost{.x_weight = 0.6};
     for (const auto& t : conv2d_bn_silu_nhwc_candidates(a, s, device)) {
-        const double cost = tma_gemm_cost(t, boxes, s.c_out, detail::nhwc_k(a, s), device.multiprocessors, 0.6, 0.0,
-                                          0.0);
+        const double cost = tma_gemm_cost(t, boxes, s.c_out, detail::nhwc_k(a, s), device.multiprocessors, step);
         if (!best || cost < best->second || (cost == best->second && t.block_n > best->first.block_n))
             best = std::pair{t, cost};
     }
@@ -242,34 +256,56 @@ std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& a, const Conv2dSha
     return mainloop + ": the cost model estimates it faster for this layer than " + hopper;
 }
 
+const char* conv2d_tuned_family(Conv2dLayout layout) noexcept {
+    return layout == Conv2dLayout::nhwc ? "conv2d_bn_silu_nhwc" : "conv2d_bn_silu";
+}
+
+namespace detail {
+
+std::unique_ptr<Conv2dOp> tuned_conv2d_op(Conv2dLayout layout, const Conv2dAttrs& a, const Conv2dShape& s,
+                                          const DeviceTraits& device, const std::string& device_name, Cache& cache) {
+    const char* family = conv2d_tuned_family(layout);
+    const auto winner = find_tuned(cache, family, conv2d_problem_key(a, s), device_name, device.arch.name());
+    if (!winner) return nullptr;
+    auto ignore = [&](const std::string& why) {
+        detail::warn(fmt::format("ignoring the tuned {} configuration '{}' for {}: {}", family, winner->config,
+                                 conv2d_problem_key(a, s), why));
+        return nullptr;
+    };
+    try {
+        auto op = make_conv2d_bn_silu(a, s, winner->config, device);
+        // A winner of the other layout would read these tensors' elements in the wrong order.
+        const bool nhwc = dynamic_cast<const Conv2dBnSiluNhwcTmaForward*>(op.get()) != nullptr;
+        if (nhwc != (layout == Conv2dLayout::nhwc))
+            return ignore(nhwc ? "it names the channels-last kernel, and these tensors are NCHW"
+                               : "it names an NCHW kernel, and these tensors are channels-last");
+        return op;
+    } catch (const UsageError& e) {
+        return ignore(e.what());
+    }
+}
+
+}  // namespace detail
+
 namespace {
 
-/// The op of the winner `kjit tune` stored for this layer, device and arch under `family`, or
-/// none — also where the winner no longer makes an op (said once as a warning).
-std::unique_ptr<Conv2dOp> tuned_op(const char* family, const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,
-                                   Cache& cache) {
-    const auto winner = find_tuned(cache, family, conv2d_problem_key(a, s), device.name(), device.arch().name());
-    if (!winner) return nullptr;
-    try {
-        return make_conv2d_bn_silu(a, s, winner->config, DeviceTraits::of(device));
-    } catch (const UsageError& e) {
-        detail::warn(fmt::format("ignoring the tuned {} configuration '{}' for {}: {}", family, winner->config,
-                                 conv2d_problem_key(a, s), e.what()));
-        return nullptr;
-    }
+/// The cache-aware dispatches' winner, for this device.
+std::unique_ptr<Conv2dOp> tuned_op(Conv2dLayout layout, const Conv2dAttrs& a, const Conv2dShape& s,
+                                   const Device& device, Cache& cache) {
+    return detail::tuned_conv2d_op(layout, a, s, DeviceTraits::of(device), device.name(), cache);
 }
 
 }  // namespace
 
 std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,
                                                   Cache& cache) {
-    if (auto op = tuned_op("conv2d_bn_silu", a, s, device, cache)) return op;
+    if (auto op = tuned_op(Conv2dLayout::nchw, a, s, device, cache)) return op;
     return dispatch_conv2d_bn_silu(a, s, DeviceTraits::of(device));
 }
 
 std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu_nhwc(const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,
                                                        Cache& cache) {
-    if (auto op = tuned_op("conv2d_bn_silu_nhwc", a, s, device, cache)) return op;
+    if (auto op = tuned_op(Conv2dLayout::nhwc, a, s, device, cache)) return op;
     return dispatch_conv2d_bn_silu_nhwc(a, s, DeviceTraits::of(device));
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <kjit/conv.hpp>
+#include <kjit/tuning.hpp>
 
 #include "ops/conv/dispatch_replay.hpp"
 #include "ops/conv/gemm_forward.hpp"
@@ -456,4 +458,43 @@ TEST_CASE("dispatch against measured times: within 1.15x of the best candidate o
     const std::string misses = fmt::format("{}", fmt::join(replay.over, ", "));
     CAPTURE(misses);
     CHECK(replay.over.empty());
+}
+
+TEST_CASE("tuned winners: each layout's dispatch takes only its own family's winners, and of its own layout") {
+    const DeviceTraits h200{132, 232448, Arch(9, 0)};
+    const Conv2dAttrs k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+    const Conv2dShape s{8, 64, 28, 28, 64};
+    const std::string key = conv2d_problem_key(k3, s);
+    const std::string nchw = "TMA=1 BLOCK_M=128 BLOCK_N=64 STAGES=8 GROUP_M=8",
+                      nhwc = "NHWC=1 BLOCK_M=64 BLOCK_N=128 STAGES=8 GROUP_M=8";
+    test::TempDir dir;
+    Cache cache(dir.path());
+    auto tuned = [&](Conv2dLayout layout) {
+        return detail::tuned_conv2d_op(layout, k3, s, h200, "NVIDIA H200", cache);
+    };
+    CHECK(tuned(Conv2dLayout::nchw) == nullptr);  // nothing tuned yet
+    auto store = [&](Conv2dLayout layout, const std::string& config) {
+        store_tuned(cache, {conv2d_tuned_family(layout), key, "NVIDIA H200", "sm_90", config, 10.0});
+    };
+    store(Conv2dLayout::nchw, nchw);
+    store(Conv2dLayout::nhwc, nhwc);
+    CHECK(conv2d_bn_silu_config(*tuned(Conv2dLayout::nchw)) == nchw);
+    CHECK(conv2d_bn_silu_config(*tuned(Conv2dLayout::nhwc)) == nhwc);
+    // A winner of the other layout under a family (an import, a hand edit) would read the
+    // tensors in the wrong order: ignored, and said.
+    for (const auto& [layout, config, why] : {std::tuple{Conv2dLayout::nhwc, nchw, "names an NCHW kernel"},
+                                              std::tuple{Conv2dLayout::nchw, nhwc, "names the channels-last kernel"}}) {
+        CAPTURE(config);
+        store(layout, config);
+        const test::LogCapture log;
+        CHECK(tuned(layout) == nullptr);
+        REQUIRE(log.warnings().size() == 1);
+        CHECK(log.warnings()[0].find(why) != std::string::npos);
+        CHECK(log.warnings()[0].find(conv2d_tuned_family(layout)) != std::string::npos);
+    }
+    // One the layer no longer takes is ignored the same way.
+    store(Conv2dLayout::nhwc, "NHWC=1 BLOCK_M=64 BLOCK_N=128 STAGES=99 GROUP_M=8");
+    const test::LogCapture log;
+    CHECK(tuned(Conv2dLayout::nhwc) == nullptr);
+    CHECK(log.warnings().size() == 1);
 }
