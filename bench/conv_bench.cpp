@@ -4,8 +4,9 @@
 // back to back (20 calls in one graph, replay time / 20: what a layer costs inside a network).
 // One JSON object per line. With --nhwc, the channels-last Hopper op (Conv2dBnSiluNhwcTmaForward)
 // on the same layers with NHWC tensors instead: every candidate (conv2d_bn_silu_nhwc_candidates),
-// and its dispatch pick (dispatch_conv2d_bn_silu_nhwc) also back to back.
-//   kjit_conv_bench [--quick] [--nhwc] [--layer TEXT] [--batch N] [--config TEXT]
+// and its dispatch pick (dispatch_conv2d_bn_silu_nhwc) also back to back. With --grouped, the
+// depthwise layers of MobileNetV2 and ConvNeXt-T and the grouped ones of ResNeXt-50 instead.
+//   kjit_conv_bench [--quick] [--nhwc | --grouped] [--layer TEXT] [--batch N] [--config TEXT]
 // --layer/--config keep only layers / configurations ("BLOCK_M=128 BLOCK_N=64") containing TEXT.
 #include <getopt.h>
 
@@ -58,6 +59,43 @@ const Layer yolo[] = {
     {"yolo 3x3 s2 32->64 @80", k3s2, 32, 64, 80},     {"yolo 3x3 32->32 @40", k3, 32, 32, 40},
     {"yolo 3x3 s2 64->128 @40", k3s2, 64, 128, 40},   {"yolo 3x3 64->64 @20", k3, 64, 64, 20},
     {"yolo 3x3 s2 128->256 @20", k3s2, 128, 256, 20}, {"yolo 3x3 128->128 @10", k3, 128, 128, 10},
+};
+
+/// Depthwise (groups = C_IN = C_OUT) and grouped convolutions, at 224² input.
+constexpr Conv2dAttrs dw(int k, int stride, int channels) {
+    return {.kernel_h = k,
+            .kernel_w = k,
+            .stride_h = stride,
+            .stride_w = stride,
+            .pad_h = k / 2,
+            .pad_w = k / 2,
+            .groups = channels};
+}
+const Layer grouped[] = {
+    // MobileNetV2's depthwise 3x3 layers.
+    {"dw 3x3 32 @112", dw(3, 1, 32), 32, 32, 112},
+    {"dw 3x3 s2 96 @112", dw(3, 2, 96), 96, 96, 112},
+    {"dw 3x3 144 @56", dw(3, 1, 144), 144, 144, 56},
+    {"dw 3x3 s2 144 @56", dw(3, 2, 144), 144, 144, 56},
+    {"dw 3x3 192 @28", dw(3, 1, 192), 192, 192, 28},
+    {"dw 3x3 s2 192 @28", dw(3, 2, 192), 192, 192, 28},
+    {"dw 3x3 384 @14", dw(3, 1, 384), 384, 384, 14},
+    {"dw 3x3 576 @14", dw(3, 1, 576), 576, 576, 14},
+    {"dw 3x3 s2 576 @14", dw(3, 2, 576), 576, 576, 14},
+    {"dw 3x3 960 @7", dw(3, 1, 960), 960, 960, 7},
+    // ConvNeXt-T's depthwise 7x7 layers.
+    {"dw 7x7 96 @56", dw(7, 1, 96), 96, 96, 56},
+    {"dw 7x7 192 @28", dw(7, 1, 192), 192, 192, 28},
+    {"dw 7x7 384 @14", dw(7, 1, 384), 384, 384, 14},
+    {"dw 7x7 768 @7", dw(7, 1, 768), 768, 768, 7},
+    // ResNeXt-50 (32x4d)'s grouped 3x3 layers: 32 groups of 4 to 32 channels.
+    {"g32 3x3 128 @56", dw(3, 1, 32), 128, 128, 56},
+    {"g32 3x3 s2 256 @56", dw(3, 2, 32), 256, 256, 56},
+    {"g32 3x3 256 @28", dw(3, 1, 32), 256, 256, 28},
+    {"g32 3x3 s2 512 @28", dw(3, 2, 32), 512, 512, 28},
+    {"g32 3x3 512 @14", dw(3, 1, 32), 512, 512, 14},
+    {"g32 3x3 s2 1024 @14", dw(3, 2, 32), 1024, 1024, 14},
+    {"g32 3x3 1024 @7", dw(3, 1, 32), 1024, 1024, 7},
 };
 
 struct Buffers {
@@ -172,24 +210,34 @@ void bench_nhwc(const char* name, const Conv2dAttrs& a, const Conv2dShape& s, co
 }  // namespace
 
 int main(int argc, char** argv) try {
-    bool quick = false, nhwc = false;
+    bool quick = false, nhwc = false, grouped_only = false;
     std::string only_layer, only_config;
     int only_batch = 0;
-    const option options[] = {{"quick", no_argument, nullptr, 'q'},        {"nhwc", no_argument, nullptr, 'n'},
-                              {"layer", required_argument, nullptr, 'l'},  {"batch", required_argument, nullptr, 'b'},
-                              {"config", required_argument, nullptr, 'c'}, {nullptr, 0, nullptr, 0}};
+    const option options[] = {{"quick", no_argument, nullptr, 'q'},
+                              {"nhwc", no_argument, nullptr, 'n'},
+                              {"grouped", no_argument, nullptr, 'g'},
+                              {"layer", required_argument, nullptr, 'l'},
+                              {"batch", required_argument, nullptr, 'b'},
+                              {"config", required_argument, nullptr, 'c'},
+                              {nullptr, 0, nullptr, 0}};
     for (int opt; (opt = getopt_long(argc, argv, "", options, nullptr)) != -1;) {
         switch (opt) {
             case 'q': quick = true; break;
             case 'n': nhwc = true; break;
+            case 'g': grouped_only = true; break;
             case 'l': only_layer = optarg; break;
             case 'b': only_batch = std::atoi(optarg); break;
             case 'c': only_config = optarg; break;
             default:
-                std::fprintf(stderr, "usage: %s [--quick] [--nhwc] [--layer TEXT] [--batch N] [--config TEXT]\n",
+                std::fprintf(stderr,
+                             "usage: %s [--quick] [--nhwc | --grouped] [--layer TEXT] [--batch N] [--config TEXT]\n",
                              argv[0]);
                 return 2;
         }
+    }
+    if (nhwc && grouped_only) {
+        std::fprintf(stderr, "kjit_conv_bench: --nhwc and --grouped: the channels-last op takes ungrouped layers\n");
+        return 2;
     }
     const auto device = Device::get(0);
     Stream stream(device);
@@ -197,8 +245,10 @@ int main(int argc, char** argv) try {
     const int iterations = quick ? 20 : 100;
     std::printf("{\"context\": {\"device\": \"%s\", \"arch\": \"%s\", \"nvrtc\": \"%s\"}}\n", device.name().c_str(),
                 device.arch().name().c_str(), nvrtc_version().c_str());
-    for (const std::span<const Layer> group :
-         {std::span<const Layer>(pointwise), std::span<const Layer>(three_by_three), std::span<const Layer>(yolo)}) {
+    const std::vector<std::span<const Layer>> groups = grouped_only ? std::vector<std::span<const Layer>>{grouped}
+                                                                    : std::vector<std::span<const Layer>>{
+                                                                          pointwise, three_by_three, yolo};
+    for (const std::span<const Layer> group : groups) {
         for (const Layer& l : group)
             for (int batch : {1, 8, 32}) {
                 if (std::string(l.name).find(only_layer) == std::string::npos) continue;
@@ -232,10 +282,10 @@ int main(int argc, char** argv) try {
                 const int oh = conv2d_output_size(l.attrs, s).first;
                 std::printf(
                     "{\"layer\": \"%s\", \"batch\": %d, \"c_in\": %d, \"c_out\": %d, \"hw\": %d, \"out_hw\": %d, "
-                    "\"kernel\": %d, \"stride\": %d, \"best_us\": %.3f, \"best\": \"%s\", \"dispatch_us\": %.3f, "
-                    "\"dispatch\": \"%s\", \"dispatch_b2b_us\": %.3f, \"candidates\": {%s}}\n",
-                    l.name, batch, l.c_in, l.c_out, l.hw, oh, l.attrs.kernel_h, l.attrs.stride_h, best, best_id.c_str(),
-                    chosen_us, conv2d_bn_silu_config(*chosen).c_str(), chosen_b2b_us, timed.c_str());
+                    "\"kernel\": %d, \"stride\": %d, \"groups\": %d, \"best_us\": %.3f, \"best\": \"%s\", "
+                    "\"dispatch_us\": %.3f, \"dispatch\": \"%s\", \"dispatch_b2b_us\": %.3f, \"candidates\": {%s}}\n",
+                    l.name, batch, l.c_in, l.c_out, l.hw, oh, l.attrs.kernel_h, l.attrs.stride_h, l.attrs.groups, best,
+                    best_id.c_str(), chosen_us, conv2d_bn_silu_config(*chosen).c_str(), chosen_b2b_us, timed.c_str());
                 std::fflush(stdout);
             }
     }

@@ -76,7 +76,7 @@ def ceilings():
 
 def layer_module(row):
     k, s = row["kernel"], row["stride"]
-    conv = nn.Conv2d(row["c_in"], row["c_out"], k, stride=s, padding=k // 2, bias=False)
+    conv = nn.Conv2d(row["c_in"], row["c_out"], k, stride=s, padding=k // 2, groups=row.get("groups", 1), bias=False)
     bn = nn.BatchNorm2d(row["c_out"])
     with torch.no_grad():
         bn.weight.uniform_(0.5, 2.0)
@@ -128,7 +128,7 @@ def main():
         import conv_triton  # bench/conv_triton.py, beside this script
     modules, compiled_modules = {}, {}  # compiled per (layer, variant)
     for row in rows:
-        layer = (row["c_in"], row["c_out"], row["kernel"], row["stride"])
+        layer = (row["c_in"], row["c_out"], row["kernel"], row["stride"], row.get("groups", 1))
         if layer not in modules:  # one module per layer; both batch sizes run it
             modules[layer] = layer_module(row)
             if channels_last:
@@ -146,7 +146,8 @@ def main():
         result = {"layer": row["layer"], "batch": row["batch"]}
         pad = row["kernel"] // 2
         variants = {"eager": lambda: module(x),
-                    "folded": lambda: F.silu(F.conv2d(x, w, b, stride=row["stride"], padding=pad))}
+                    "folded": lambda: F.silu(F.conv2d(x, w, b, stride=row["stride"], padding=pad,
+                                                      groups=row.get("groups", 1)))}
         for name, mode in modes.items():
             if name == "autotuned" and autotune_rows is not None:
                 if (row["layer"], row["batch"]) not in autotune_rows:
@@ -158,7 +159,7 @@ def main():
             if key not in compiled_modules:
                 compiled_modules[key] = torch.compile(module, dynamic=dynamic, mode=mode)
             variants[name] = lambda compiled=compiled_modules[key]: compiled(x)
-        if triton_too:
+        if triton_too and row.get("groups", 1) == 1:  # the Triton kernel takes ungrouped layers
             raw_w, raw_scale = conv.weight.detach(), scale.detach()  # BN in the epilogue, as kjit does
             with torch.no_grad():
                 expected = module(x)

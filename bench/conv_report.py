@@ -3,7 +3,8 @@ docs/BENCHMARKS.md: for each layer and batch, kjit's dispatch pick and its best 
 the PyTorch variants timed in the same run, both ways (one call per CUDA-graph replay, and 20 calls
 back to back per graph), kjit's ratio to the best peer, and the fraction of the roofline floor
 max(bytes / copy bandwidth, flops / TF32 rate) kjit reaches back to back; then how many rows
-meet each of issue 12's targets, and the figures of those that do not."""
+meet each of issue 12's targets (issue 19's for a run of grouped layers, kjit_conv_bench
+--grouped), and the figures of those that do not."""
 import json
 import math
 import sys
@@ -32,7 +33,9 @@ def bytes_and_flops(row):
     oh = row["out_hw"]
     taps = row["kernel"] ** 2
     b, ci, co, hw = row["batch"], row["c_in"], row["c_out"], row["hw"]
-    return 4 * (b * ci * hw * hw + co * ci * taps + b * co * oh * oh + 2 * co), 2 * b * co * oh * oh * ci * taps
+    per_group = ci // row.get("groups", 1)  # input channels each output reads
+    return (4 * (b * ci * hw * hw + co * per_group * taps + b * co * oh * oh + 2 * co),
+            2 * b * co * oh * oh * per_group * taps)
 
 
 def floor_us(row, ceil):
@@ -40,34 +43,50 @@ def floor_us(row, ceil):
     return max(bytes_moved / (ceil["copy_GBps"] * 1e3), flops / (ceil["tf32_TFLOPs"] * 1e6))
 
 
-def targets(kjit, peers, ceil):
-    """Issue 12's targets for dispatch's pick, back to back: (name, the rows it covers, whether a
-    row meets it, a row's figure). Rows without a peer in the run (a run cut short) are left out."""
-    kjit = [r for r in kjit if not math.isnan(best_peer(peers.get((r["layer"], r["batch"]), {}), "_b2b_us")[0])]
+def tflops(r):
+    return bytes_and_flops(r)[1] / r["dispatch_b2b_us"] / 1e6
 
+
+def gbps(r):
+    return bytes_and_flops(r)[0] / r["dispatch_b2b_us"] / 1e3
+
+
+def peer_targets(kjit, peers):
+    """The targets against the best peer, back to back, that issues 12 and 19 share."""
     def ratio(r):
         return r["dispatch_b2b_us"] / best_peer(peers.get((r["layer"], r["batch"]), {}), "_b2b_us")[0]
-
-    def pointwise_b32(r):
-        return r["kernel"] == 1 and r["stride"] == 1 and r["batch"] == 32
-
-    def tflops(r):
-        return bytes_and_flops(r)[1] / r["dispatch_b2b_us"] / 1e6
-
-    def gbps(r):
-        return bytes_and_flops(r)[0] / r["dispatch_b2b_us"] / 1e3
 
     return [
         ("batch 8 and 32: ≤ 0.8× the best peer", [r for r in kjit if r["batch"] > 1], lambda r: ratio(r) <= 0.8,
          lambda r: f"{ratio(r):.2f}×"),
         ("batch 1: ≤ 1.0× the best peer", [r for r in kjit if r["batch"] == 1], lambda r: ratio(r) <= 1.0,
          lambda r: f"{ratio(r):.2f}×"),
+    ]
+
+
+def targets(kjit, peers, ceil):
+    """The targets for dispatch's pick, back to back — issue 12's for ungrouped layers, issue 19's
+    for grouped ones: (name, the rows it covers, whether a row meets it, a row's figure). Rows
+    without a peer in the run (a run cut short) are left out."""
+    kjit = [r for r in kjit if not math.isnan(best_peer(peers.get((r["layer"], r["batch"]), {}), "_b2b_us")[0])]
+    copy = ceil["copy_GBps"]
+    if any(r.get("groups", 1) > 1 for r in kjit):  # issue 19: depthwise layers at memory speed
+        return peer_targets(kjit, peers) + [
+            (f"depthwise, batch 8 and 32: ≥ 70% of {copy:.0f} GB/s",
+             [r for r in kjit if r["batch"] > 1 and r.get("groups", 1) == r["c_in"]],
+             lambda r: gbps(r) >= 0.7 * copy, lambda r: f"{gbps(r):.0f} GB/s"),
+        ]
+
+    def pointwise_b32(r):
+        return r["kernel"] == 1 and r["stride"] == 1 and r["batch"] == 32
+
+    return peer_targets(kjit, peers) + [
         (f"1×1, C_in ≥ 512, batch 32: ≥ 60% of {ceil['tf32_TFLOPs']:.0f} TFLOP/s",
          [r for r in kjit if pointwise_b32(r) and r["c_in"] >= 512],
          lambda r: tflops(r) >= 0.6 * ceil["tf32_TFLOPs"], lambda r: f"{tflops(r):.0f} TFLOP/s"),
-        (f"1×1, C_in and C_out ≤ 128, batch 32: ≥ 70% of {ceil['copy_GBps']:.0f} GB/s",
+        (f"1×1, C_in and C_out ≤ 128, batch 32: ≥ 70% of {copy:.0f} GB/s",
          [r for r in kjit if pointwise_b32(r) and r["c_in"] <= 128 and r["c_out"] <= 128],
-         lambda r: gbps(r) >= 0.7 * ceil["copy_GBps"], lambda r: f"{gbps(r):.0f} GB/s"),
+         lambda r: gbps(r) >= 0.7 * copy, lambda r: f"{gbps(r):.0f} GB/s"),
     ]
 
 

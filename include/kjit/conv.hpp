@@ -91,6 +91,24 @@ struct DirectTiles {
     int block_oc, block_ow;
 };
 
+/// Tile constants of the depthwise kernel: a block computes a block_h × block_w tile of the
+/// outputs of `planes` input planes (image, channel) with `threads` threads, each 2 rows × 4
+/// columns of outputs at a time.
+struct DepthwiseTiles {
+    int block_h, block_w, planes, threads;
+    friend bool operator==(const DepthwiseTiles&, const DepthwiseTiles&) = default;
+
+    /// Throws UsageError naming the rule these tiles break (block_h even, block_w a multiple of
+    /// 4, the threads of a plane covering its tile's columns and at most its row steps, threads
+    /// a multiple of 32 up to 1024).
+    void validate() const;
+    /// Shared memory a block takes for this filter (its planes' input windows).
+    [[nodiscard]] unsigned shared_bytes(const Conv2dAttrs& attrs) const;
+    /// The tiles dispatch and `kjit tune` consider: small tiles of many planes for small images,
+    /// wide tiles of one or two planes for large ones.
+    [[nodiscard]] static std::span<const DepthwiseTiles> configurations();
+};
+
 /// What every conv op shares as a RuntimeOp: its kernel, one NCHW input, parameters weight
 /// [C_OUT, C_IN/groups, KH, KW] (PyTorch's layout), bn_scale and bn_shift [C_OUT] — which may be
 /// folded at load from raw BatchNorm tensors "bn.weight", "bn.bias", "bn.running_mean" and
@@ -429,6 +447,45 @@ private:
     unsigned shared_bytes_;
 };
 
+/// Depthwise Conv2d (groups = C_IN, C_OUT = m·C_IN for a channel multiplier m; any kernel size,
+/// stride and padding, equal on both axes; dilation 1) + BN + SiLU in fp32, built for memory
+/// speed (kernels_src/conv2d_bn_silu_depthwise_forward.cu): each block stages its planes' input
+/// window with its halo in shared memory once (16-byte copies where x's rows are 16-byte
+/// aligned), each thread reuses the input rows it reads across its outputs' windows, and y is
+/// written with 16-byte stores where its rows allow. Kernel size, stride and padding are
+/// compile-time constants of the kernel. Grid [⌈B·C_IN/planes⌉, ⌈OH/block_h⌉, ⌈OW/block_w⌉].
+class Conv2dBnSiluDepthwiseForward final : public Conv2dOp {
+public:
+    using KernelType =
+        TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>, param<"bn_shift", float*>,
+                    param<"y", float*>, param<"planes", std::int64_t>, param<"C", std::int32_t>,
+                    param<"H", std::int32_t>, param<"W", std::int32_t>, param<"OH", std::int32_t>,
+                    param<"OW", std::int32_t>, param<"multiplier", std::int32_t>, param<"y_row_stride", std::int32_t>,
+                    param<"vectors", std::int32_t>>;
+
+    /// Throws UsageError for invalid tiles, attributes the kernel does not take (dilation ≠ 1,
+    /// unequal strides or paddings), or a window over `max_shared_bytes`.
+    Conv2dBnSiluDepthwiseForward(const DepthwiseTiles& tiles, const Conv2dAttrs& attrs,
+                                 int max_shared_bytes = default_max_shared_bytes);
+
+    [[nodiscard]] const DepthwiseTiles& tiles() const noexcept { return tiles_; }
+
+    void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
+    [[nodiscard]] Dims grid(ShapeView output_shape) const override;
+    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return shared_bytes_; }
+
+private:
+    DepthwiseTiles tiles_;
+    unsigned shared_bytes_;
+};
+
+/// Depthwise: one group per input channel (C_OUT a multiple of C_IN: the channel multiplier).
+[[nodiscard]] bool is_depthwise(const Conv2dAttrs& attrs, const Conv2dShape& shape) noexcept;
+/// Whether the op multiplies in TF32 on tensor cores (the GEMM kernels; on sm_80+ devices) rather
+/// than in fp32 (the direct and depthwise kernels): what its error against a float64 reference
+/// may be.
+[[nodiscard]] bool conv2d_rounds_to_tf32(const Conv2dOp& op) noexcept;
+
 /// The op for a Conv2d + BN + SiLU layer: the 1×1 GEMM kernel for 1×1 / stride 1 / pad 0 /
 /// groups 1 (on a 9.0 device its TMA + wgmma form where TMA takes the shape:
 /// conv2d_tma_unsupported_reason); the implicit-GEMM kernel for other layers whose groups are wide enough for tensor
@@ -457,8 +514,8 @@ enum class Conv2dLayout { nchw, nhwc };
 /// "BLOCK_M=64 BLOCK_N=64 BLOCK_K=32 GROUP_M=8 SPLIT_K=2" (GEMM kernels; SPLIT_K optional),
 /// "TMA=1 BLOCK_M=128 BLOCK_N=128 STAGES=4 GROUP_M=8" (the Hopper kernels: 1×1, or the implicit
 /// GEMM for other ungrouped layers), "NHWC=1 BLOCK_M=128 BLOCK_N=64 STAGES=8 GROUP_M=8" (the
-/// channels-last Hopper kernel: its tensors NHWC) or
-/// "BLOCK_OC=32 BLOCK_OW=64" (the direct kernel). Throws UsageError for unknown or missing keys
+/// channels-last Hopper kernel: its tensors NHWC), "BLOCK_H=16 BLOCK_W=32 PLANES=2 THREADS=128"
+/// (the depthwise kernel) or "BLOCK_OC=32 BLOCK_OW=64" (the direct kernel). Throws UsageError for unknown or missing keys
 /// and invalid values.
 [[nodiscard]] std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                             const std::string& config, const DeviceTraits& device);

@@ -171,7 +171,7 @@ int run(const RunOptions& o) {
     const double pixels = 1.0 * s.batch * oh * ow;
     const double flops = 2.0 * pixels * s.c_out * (s.c_in / l.attrs.groups) * l.attrs.kernel_h * l.attrs.kernel_w;
     const double bytes = 4.0 * (t.x.size() + t.w.size() + 2.0 * s.c_out + pixels * s.c_out);
-    const bool tf32 = op->kernel_for_launch(0).name() != "conv2d_bn_silu_direct_forward";
+    const bool tf32 = conv2d_rounds_to_tf32(*op);
     const double tolerance = tf32 ? 2e-3 : 1e-5;
     if (o.common.json) {
         const nlohmann::json j{{"kernel", op->kernel_for_launch(0).id()},

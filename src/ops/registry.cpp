@@ -69,6 +69,20 @@ std::vector<Kernel> direct_configurations() {
     return kernels;
 }
 
+/// Kernel size, stride and padding are the depthwise kernel's constants: every tile
+/// configuration for the filters networks use most (MobileNet's 3×3, strides 1 and 2; ConvNeXt's
+/// 7×7). Others compile on first use.
+std::vector<Kernel> depthwise_configurations() {
+    std::vector<Kernel> kernels;
+    for (const Conv2dAttrs& a :
+         {three_by_three,
+          Conv2dAttrs{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
+          Conv2dAttrs{.kernel_h = 7, .kernel_w = 7, .pad_h = 3, .pad_w = 3}})
+        for (const auto& t : DepthwiseTiles::configurations())
+            kernels.push_back(Conv2dBnSiluDepthwiseForward(t, a).kernel());
+    return kernels;
+}
+
 /// One configuration each: the elementwise ops take every size at run time.
 template <class Op, auto... Args>
 std::vector<Kernel> single_configuration() {
@@ -90,7 +104,10 @@ const KernelFamily families[] = {
     {"conv2d_bn_silu_nhwc_tma_forward",
      "the same on channels-last tensors: im2col TMA boxes, both wgmma operands from shared memory (sm_90a only)",
      hopper_conv_configurations<Conv2dBnSiluNhwcTmaForward>},
-    {"conv2d_bn_silu_direct_forward", "Conv2d + BatchNorm + SiLU computed directly in fp32 (depthwise, narrow groups)",
+    {"conv2d_bn_silu_depthwise_forward",
+     "depthwise Conv2d + BatchNorm + SiLU in fp32 at memory speed (3x3 s1/s2 and 7x7 listed; any filter on use)",
+     depthwise_configurations},
+    {"conv2d_bn_silu_direct_forward", "Conv2d + BatchNorm + SiLU computed directly in fp32 (narrow groups)",
      direct_configurations},
     {"add", "y = a + b (residual connections)", single_configuration<AddOp>},
     {"concat_channels", "one input of a concatenation along channels", single_configuration<ConcatChannelsOp, 1>},

@@ -61,6 +61,13 @@ std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2d
         if (!why.empty()) throw UsageError(fmt::format("configuration '{}': {}", config, why));
         const Sm90Tiles t{take("BLOCK_M"), take("BLOCK_N"), take("STAGES"), take("GROUP_M", 8), take("SPLIT_K", 1)};
         op = detail::make_tma_conv(a, t, device, gather == 1);
+    } else if (values.contains("PLANES")) {
+        require(is_depthwise(a, s),
+                "PLANES names the depthwise kernel, which takes groups = C_IN and C_OUT a multiple of C_IN; this layer "
+                "has {} groups, {} -> {} channels",
+                a.groups, s.c_in, s.c_out);
+        const DepthwiseTiles t{take("BLOCK_H"), take("BLOCK_W"), take("PLANES"), take("THREADS")};
+        op = std::make_unique<Conv2dBnSiluDepthwiseForward>(t, a, device.max_shared_bytes);
     } else if (values.contains("BLOCK_OC")) {
         const int oc = take("BLOCK_OC"), ow = take("BLOCK_OW");
         op = std::make_unique<Conv2dBnSiluDirectForward>(oc, ow, a, s, device.max_shared_bytes);
@@ -91,12 +98,16 @@ std::string tma_config(const Sm90Tiles& t, bool gathers) {
 std::string direct_config(const DirectTiles& t) {
     return fmt::format("BLOCK_OC={} BLOCK_OW={}", t.block_oc, t.block_ow);
 }
+std::string depthwise_config(const DepthwiseTiles& t) {
+    return fmt::format("BLOCK_H={} BLOCK_W={} PLANES={} THREADS={}", t.block_h, t.block_w, t.planes, t.threads);
+}
 }  // namespace
 
 std::string conv2d_bn_silu_config(const Conv2dOp& op) {
     if (const auto* g = dynamic_cast<const GemmConvOp*>(&op)) return gemm_config(g->tiles(), g->split_k());
     if (const auto* t = dynamic_cast<const TmaConvOp*>(&op)) return tma_config(t->tiles(), t->gathers());
     if (const auto* n = dynamic_cast<const Conv2dBnSiluNhwcTmaForward*>(&op)) return sm90_config("NHWC=1", n->tiles());
+    if (const auto* d = dynamic_cast<const Conv2dBnSiluDepthwiseForward*>(&op)) return depthwise_config(d->tiles());
     return direct_config(dynamic_cast<const Conv2dBnSiluDirectForward&>(op).tiles());
 }
 
@@ -104,6 +115,12 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
                                                    const DeviceTraits& device) {
     const auto chosen = dispatch_conv2d_bn_silu(a, s, device);
     std::vector<std::string> list;
+    if (dynamic_cast<const Conv2dBnSiluDepthwiseForward*>(chosen.get())) {
+        for (const auto& t : DepthwiseTiles::configurations())
+            if (t.shared_bytes(a) <= static_cast<unsigned>(device.max_shared_bytes))
+                list.push_back(depthwise_config(t));
+        return list;
+    }
     if (dynamic_cast<const Conv2dBnSiluDirectForward*>(chosen.get())) {
         for (const auto& t : Conv2dBnSiluDirectForward::configurations()) list.push_back(direct_config(t));
         return list;

@@ -179,6 +179,38 @@ bool tensor_core_layer(const Conv2dAttrs& a, const Conv2dShape& s) {
                                        a.kernel_h * a.kernel_w <= 64 && a.stride_h == a.stride_w && a.pad_h == a.pad_w);
 }
 
+/// The depthwise tiles with the least estimated time, in clocks of one SM. Each SM runs its share
+/// of the blocks: per block, staging its window (halo and padding included: a 16-byte chunk a
+/// clock) and computing every output of its tile, those past the image too (the filter's FMAs
+/// at 128 a clock, the store); blocks that run at once (as many as the threads and shared memory
+/// allow) overlap their latency, ~1500 clocks a round. Nothing is faster than the card's
+/// bandwidth: x and y once, ~4 floats a clock per SM. A first model: on the H200 (2026-12-04,
+/// `kjit tune`, batch 32) it picks the fastest of 22 tiles on 7x7 96 @56 and 768 @7 and one
+/// within 1.05x on 3x3 32 @112; not yet fitted to the whole bench.
+DepthwiseTiles best_depthwise(const Conv2dAttrs& a, const Conv2dShape& s, int oh, int ow, const DeviceTraits& device) {
+    const long long planes = 1LL * s.batch * s.c_in;
+    const int multiplier = s.c_out / s.c_in, taps = a.kernel_h * a.kernel_w;
+    const double floor = (1.0 * planes * s.height * s.width + 1.0 * planes * multiplier * oh * ow) / 4.0 /
+                         device.multiprocessors;
+    std::optional<std::pair<DepthwiseTiles, std::pair<double, double>>> best;
+    for (const auto& t : DepthwiseTiles::configurations()) {
+        const unsigned shared = t.shared_bytes(a);
+        if (shared > static_cast<unsigned>(device.max_shared_bytes)) continue;
+        const long long blocks = ceil_div<long long>(planes, t.planes) * ceil_div(oh, t.block_h) *
+                                 ceil_div(ow, t.block_w);
+        const long long per_sm = ceil_div<long long>(blocks, device.multiprocessors);
+        const long long at_once = std::max<long long>(
+            1, std::min<long long>({2048 / t.threads, device.max_shared_bytes / std::max(shared, 1u), 32, per_sm}));
+        const double outputs = 1.0 * t.planes * t.block_h * t.block_w * multiplier;
+        const double work = per_sm * (shared / 16.0 + outputs * (taps / 128.0 + 0.25));
+        // Where the bandwidth bounds several tiles alike, the one with less work beside it.
+        const std::pair cost{std::max({floor, work, ceil_div(per_sm, at_once) * 1500.0}), work};
+        if (!best || cost < best->second) best = std::pair{t, cost};
+    }
+    require(best.has_value(), "no depthwise tile's input window fits this device's shared memory");
+    return best->first;
+}
+
 }  // namespace
 
 std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s,
@@ -192,6 +224,9 @@ std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Co
         require(sm80.has_value(), "no GEMM configuration fits this device's shared memory");
         return detail::make_gemm_conv(a, sm80->tiles, device.max_shared_bytes, sm80->split_k);
     }
+    if (is_depthwise(a, s))
+        return std::make_unique<Conv2dBnSiluDepthwiseForward>(best_depthwise(a, s, oh, ow, device), a,
+                                                              device.max_shared_bytes);
     // Direct: pixels per block from the row width; channels per block shrink until the grid
     // covers the device twice.
     const int block_ow = ow >= 48 ? 64 : ow >= 24 ? 32 : 16;
@@ -244,6 +279,8 @@ std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& a, const Conv2dSha
         return "the wgmma implicit GEMM with x gathered, W by TMA (sm_90a)" + split + ": " +
                (why.empty() ? "the cost model estimates it faster for this layer than TMA's boxes" : why);
     }
+    if (name == "conv2d_bn_silu_depthwise_forward")
+        return "the depthwise kernel (fp32): each block's input window in shared memory, read once";
     if (name == "conv2d_bn_silu_direct_forward")
         return "the direct kernel: each group's GEMM is too thin for tensor cores";
     const std::string mainloop = device.arch.number() >= 80 ? "the sm80 mainloop (cp.async + mma.sync)"

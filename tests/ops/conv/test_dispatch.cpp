@@ -25,7 +25,8 @@ using test::error_of;
 using test::fake;
 using test::Recorder;
 
-TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwise, errors for the rest") {
+TEST_CASE(
+    "dispatch: 1x1 GEMM, implicit GEMM for wide groups, depthwise, direct for narrow groups, errors for the rest") {
     const DeviceTraits h200{132, 232448, Arch(9, 0)};
     const DeviceTraits a100{108, 166912, Arch(8, 0)};
     auto kernel = [&](const Conv2dAttrs& a, const Conv2dShape& s) {
@@ -45,7 +46,13 @@ TEST_CASE("dispatch: 1x1 GEMM, implicit GEMM for wide groups, direct for depthwi
               ->kernel_for_launch(0)
               .name() == "conv2d_bn_silu_forward");
     CHECK(kernel({.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 64}, {8, 64, 28, 28, 64}) ==
-          "conv2d_bn_silu_direct_forward");  // depthwise
+          "conv2d_bn_silu_depthwise_forward");
+    CHECK(kernel({.kernel_h = 7, .kernel_w = 7, .pad_h = 3, .pad_w = 3, .groups = 64}, {8, 64, 28, 28, 128}) ==
+          "conv2d_bn_silu_depthwise_forward");  // channel multiplier 2
+    CHECK(dispatch_conv2d_bn_silu({.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 64},
+                                  {8, 64, 28, 28, 64}, a100)
+              ->kernel_for_launch(0)
+              .name() == "conv2d_bn_silu_depthwise_forward");
     CHECK(kernel({.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 16}, s) ==
           "conv2d_bn_silu_direct_forward");  // 4 input channels per group
     // Unequal strides or paddings: no kernel takes them, and dispatch says so.

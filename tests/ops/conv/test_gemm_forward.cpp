@@ -173,8 +173,9 @@ TEST_CASE("every configuration of the conv kernels compiles for sm_80, sm_87 and
                 if (k.only_for()) ++arch_specific;
                 else kernels.push_back(std::move(k));
             }
-    REQUIRE(kernels.size() ==
-            2 * GemmTiles::configurations().size() + Conv2dBnSiluDirectForward::configurations().size());
+    REQUIRE(kernels.size() == 2 * GemmTiles::configurations().size() +
+                                  Conv2dBnSiluDirectForward::configurations().size() +
+                                  3 * DepthwiseTiles::configurations().size());  // 3x3 s1 and s2, 7x7
     REQUIRE(arch_specific == 4 * Sm90Tiles::configurations().size());
     struct Job {
         const Kernel* kernel;
@@ -197,8 +198,14 @@ TEST_CASE("every configuration of the conv kernels compiles for sm_80, sm_87 and
             CAPTURE(std::string(jobs[i].arch));
             CHECK(c.ptx.find(".entry " + k.entry_point_name()) != std::string::npos);
             CHECK(c.resources.spill_store_bytes == 0);
-            if (k.name() != "conv2d_bn_silu_direct_forward")
+            if (k.name() == "conv2d_bn_silu_depthwise_forward") {
+                // Its window is staged by 16-byte copies (4-byte where rows are not whole chunks)
+                // and read back in 16-byte pieces.
+                CHECK(c.ptx.find("cp.async.cg.shared.global") != std::string::npos);
+                CHECK(c.ptx.find("ld.shared.v4.f32") != std::string::npos);
+            } else if (k.name() != "conv2d_bn_silu_direct_forward") {
                 CHECK(c.ptx.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != std::string::npos);
+            }
         }
     }
 }

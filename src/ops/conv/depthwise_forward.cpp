@@ -1,0 +1,132 @@
+// The depthwise conv op: its tile rules and configurations, its shared-memory window (the
+// kernel's `depthwise::Window`, computed the same way), grid and argument order.
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <kjit/conv.hpp>
+
+#include "kjit/ceil_div.cuh"
+#include "ops/conv/conv_call.hpp"
+#include "ops/op_checks.hpp"
+
+namespace kjit {
+
+using detail::require;
+
+namespace {
+constexpr int rows_per_step = 2, pixels_per_step = 4;  // the kernel's ROWS and PIX
+
+/// Threads of one plane: its tile's columns in steps of 4, times the row steps they share.
+int threads_per_plane(const DepthwiseTiles& t) { return t.threads / std::max(t.planes, 1); }
+}  // namespace
+
+void DepthwiseTiles::validate() const {
+    require(block_h > 0 && block_w > 0 && planes > 0 && threads > 0,
+            "depthwise tile constants must be positive: BLOCK_H {}, BLOCK_W {}, PLANES {}, THREADS {}", block_h,
+            block_w, planes, threads);
+    require(block_h % rows_per_step == 0 && block_w % pixels_per_step == 0,
+            "BLOCK_H = {} must be even and BLOCK_W = {} a multiple of 4: a thread computes 2 rows x 4 columns at a "
+            "time",
+            block_h, block_w);
+    require(threads % 32 == 0 && threads <= 1024, "THREADS = {} must be a multiple of 32, at most 1024", threads);
+    const int across = block_w / pixels_per_step, per_plane = threads_per_plane(*this);
+    require(threads % planes == 0 && per_plane % across == 0,
+            "THREADS / PLANES = {} / {} must be a whole multiple of BLOCK_W / 4 = {}: a plane's threads cover its "
+            "tile's columns",
+            threads, planes, across);
+    require(per_plane / across <= block_h / rows_per_step,
+            "{} threads per plane over {} columns leave some without rows: BLOCK_H = {} has {} steps of 2 rows",
+            per_plane, across, block_h, block_h / rows_per_step);
+}
+
+unsigned DepthwiseTiles::shared_bytes(const Conv2dAttrs& a) const {
+    const int offset = (4 - a.pad_w % 4) % 4;
+    const int rows = (block_h - 1) * a.stride_h + a.kernel_h;
+    const int pitch = ceil_div(offset + (block_w - 1) * a.stride_w + a.kernel_w, 4) * 4;
+    return static_cast<unsigned>(4LL * planes * rows * pitch);
+}
+
+std::span<const DepthwiseTiles> DepthwiseTiles::configurations() {
+    static const std::vector<DepthwiseTiles> list = [] {
+        std::vector<DepthwiseTiles> l;
+        // Tiles for images of ~7, ~14, ~28 and 56+ columns; for each, threads of a plane over
+        // all of its row steps or half of them (each thread two steps: the filter's registers
+        // reused), 128 or 256 threads a block.
+        for (const auto& [h, w] : {std::pair{8, 8}, {16, 16}, {16, 32}, {8, 64}, {16, 64}, {32, 64}})
+            for (int threads : {128, 256})
+                for (int share : {1, 2}) {
+                    const int per_plane = w / pixels_per_step * (h / rows_per_step / share);
+                    if (per_plane > threads || threads % per_plane || threads / per_plane > 32) continue;
+                    l.push_back({h, w, threads / per_plane, threads});
+                }
+        return l;
+    }();
+    return list;
+}
+
+bool is_depthwise(const Conv2dAttrs& a, const Conv2dShape& s) noexcept {
+    return a.groups == s.c_in && a.groups > 0 && s.c_out % s.c_in == 0;
+}
+
+bool conv2d_rounds_to_tf32(const Conv2dOp& op) noexcept {
+    return !dynamic_cast<const Conv2dBnSiluDepthwiseForward*>(&op) &&
+           !dynamic_cast<const Conv2dBnSiluDirectForward*>(&op);
+}
+
+namespace {
+Conv2dBnSiluDepthwiseForward::KernelType depthwise_kernel(const DepthwiseTiles& t, const Conv2dAttrs& a) {
+    t.validate();
+    detail::require_general_attrs(a);
+    return {"conv2d_bn_silu_depthwise_forward",
+            {{"KH", std::int64_t{a.kernel_h}},
+             {"KW", std::int64_t{a.kernel_w}},
+             {"STRIDE", std::int64_t{a.stride_h}},
+             {"PAD", std::int64_t{a.pad_h}},
+             {"BLOCK_H", std::int64_t{t.block_h}},
+             {"BLOCK_W", std::int64_t{t.block_w}},
+             {"PLANES", std::int64_t{t.planes}},
+             {"THREADS", std::int64_t{t.threads}}},
+            static_cast<unsigned>(t.threads)};
+}
+}  // namespace
+
+Conv2dBnSiluDepthwiseForward::Conv2dBnSiluDepthwiseForward(const DepthwiseTiles& tiles, const Conv2dAttrs& attrs,
+                                                           int max_shared_bytes)
+    : Conv2dOp(depthwise_kernel(tiles, attrs), attrs), tiles_(tiles), shared_bytes_(tiles.shared_bytes(attrs)) {
+    require(shared_bytes_ <= static_cast<unsigned>(max_shared_bytes),
+            "a {}x{} filter's input window with BLOCK_H {}, BLOCK_W {} and {} planes takes {} bytes of shared memory: "
+            "the target allows {}. Use smaller tiles",
+            attrs.kernel_h, attrs.kernel_w, tiles.block_h, tiles.block_w, tiles.planes, shared_bytes_,
+            max_shared_bytes);
+}
+
+void Conv2dBnSiluDepthwiseForward::pack_args(const OpCall& call, ArgVisitor& visitor) const {
+    const auto conv = detail::resolve_conv_call(attrs(), call);
+    const Conv2dShape& s = conv.shape;
+    require(attrs().groups == s.c_in && s.c_out % s.c_in == 0,
+            "the depthwise kernel takes groups = C_IN and C_OUT a multiple of C_IN; this call has {} groups, {} -> {} "
+            "channels",
+            attrs().groups, s.c_in, s.c_out);
+    detail::visit_conv_tensors(call, visitor);
+    const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+    const bool x_by16 = s.width % 4 == 0 && aligned(call.inputs[0].data);
+    const bool y_by16 = conv.ow % 4 == 0 && call.output_row_stride % 4 == 0 && aligned(call.output);
+    visitor.visit_i64(1LL * s.batch * s.c_in);
+    for (int v : {s.c_in, s.height, s.width, conv.oh, conv.ow, s.c_out / s.c_in, call.output_row_stride})
+        visitor.visit_i32(v);
+    visitor.visit_i32(int{x_by16} | int{y_by16} << 1);
+}
+
+Dims Conv2dBnSiluDepthwiseForward::grid(ShapeView output_shape) const {
+    detail::check_rank4(output_shape, "output y");
+    const std::size_t planes = output_shape[0] * static_cast<std::size_t>(attrs().groups);  // B·C_IN
+    const std::size_t rows = ceil_div<std::size_t>(output_shape[2], tiles_.block_h),
+                      columns = ceil_div<std::size_t>(output_shape[3], tiles_.block_w);
+    require(rows <= 65535 && columns <= 65535, "grid ({} row tiles, {} column tiles) exceeds CUDA's 65535 on y/z", rows,
+            columns);
+    const std::size_t blocks = ceil_div<std::size_t>(planes, tiles_.planes);
+    require(blocks < (1ULL << 31), "{} blocks of planes exceed CUDA's grid limit: split the batch", blocks);
+    return {static_cast<unsigned>(blocks), static_cast<unsigned>(rows), static_cast<unsigned>(columns)};
+}
+
+}  // namespace kjit
