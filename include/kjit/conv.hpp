@@ -521,7 +521,8 @@ enum class Conv2dLayout { nchw, nhwc };
                                                             const std::string& config, const DeviceTraits& device);
 /// The configuration text of a conv op (what make_conv2d_bn_silu reads back).
 [[nodiscard]] std::string conv2d_bn_silu_config(const Conv2dOp& op);
-/// Every configuration worth trying for a layer on a device (what `kjit tune` times).
+/// Every configuration worth trying for a layer on a device (what `kjit tune` times): for a
+/// layer of narrow groups, the direct kernel's and the implicit GEMM's alike.
 [[nodiscard]] std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                                  const DeviceTraits& device);
 

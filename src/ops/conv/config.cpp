@@ -121,10 +121,10 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
                 list.push_back(depthwise_config(t));
         return list;
     }
-    if (dynamic_cast<const Conv2dBnSiluDirectForward*>(chosen.get())) {
+    // Narrow groups: the direct kernel's tiles and, below, the implicit GEMM's per-group tiles —
+    // which of the two is faster depends on the shape, and `kjit tune` and the bench time both.
+    if (dynamic_cast<const Conv2dBnSiluDirectForward*>(chosen.get()))
         for (const auto& t : Conv2dBnSiluDirectForward::configurations()) list.push_back(direct_config(t));
-        return list;
-    }
     for (const bool gathers : {false, true}) {
         if (!(gathers ? conv2d_gather_unsupported_reason(a, s, device) : conv2d_tma_unsupported_reason(a, s, device))
                  .empty())

@@ -288,6 +288,15 @@ TEST_CASE("the Hopper implicit GEMM: the layers TMA takes, its patch boxes, its 
     const auto made = make_conv2d_bn_silu(k3, {8, 64, 28, 28, 64}, "TMA=1 BLOCK_M=64 BLOCK_N=128 STAGES=4", h200);
     CHECK(made->kernel_for_launch(0).name() == "conv2d_bn_silu_tma_forward");
     CHECK(conv2d_bn_silu_config(*made) == "TMA=1 BLOCK_M=64 BLOCK_N=128 STAGES=4 GROUP_M=8");
+    // Narrow groups (ResNeXt's 32 of 4 channels): the direct kernel's tiles and the implicit
+    // GEMM's, each valid for the layer.
+    const Conv2dAttrs g32{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 32};
+    const Conv2dShape resnext{8, 128, 56, 56, 128};
+    const auto both = conv2d_bn_silu_candidates(g32, resnext, h200);
+    CHECK(std::count_if(both.begin(), both.end(), [](const std::string& c) { return c.starts_with("BLOCK_OC="); }) ==
+          static_cast<long>(Conv2dBnSiluDirectForward::configurations().size()));
+    CHECK(std::any_of(both.begin(), both.end(), [](const std::string& c) { return c.find("BLOCK_K=") != c.npos; }));
+    for (const auto& c : both) CHECK(conv2d_bn_silu_config(*make_conv2d_bn_silu(g32, resnext, c, h200)) == c);
     const auto candidates = conv2d_bn_silu_candidates(k3, {8, 64, 28, 28, 64}, h200);
     CHECK(std::count_if(candidates.begin(), candidates.end(), [](const std::string& c) {
               return c.starts_with("TMA=1") && c.find("GATHER") == std::string::npos &&
