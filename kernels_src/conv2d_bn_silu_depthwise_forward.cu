@@ -136,8 +136,8 @@ __device__ __forceinline__ void conv2d_bn_silu_depthwise_forward(const float* x,
     if (vectors & 1) stage<Win, PLANES, THREADS, STRIDE, PAD, true>(window, x, o, planes, H, W);
     else stage<Win, PLANES, THREADS, STRIDE, PAD, false>(window, x, o, planes, H, W);
 
-    // This thread: plane `plane` of the block, output columns ow0 + PIX·column…, rows from its
-    // row step `down_index` on, `down` steps apart.
+    // This thread: plane `plane` of the block, output columns ow0 + PIX·column…, row steps from
+    // `first_step` on, `down` steps apart.
     const int plane = threadIdx.x / per_plane, column = threadIdx.x % per_plane % across,
               first_step = threadIdx.x % per_plane / across;
     const long long global_plane = o.plane0 + plane;

@@ -103,7 +103,7 @@ Conv2dBnSiluDepthwiseForward::Conv2dBnSiluDepthwiseForward(const DepthwiseTiles&
 void Conv2dBnSiluDepthwiseForward::pack_args(const OpCall& call, ArgVisitor& visitor) const {
     const auto conv = detail::resolve_conv_call(attrs(), call);
     const Conv2dShape& s = conv.shape;
-    require(attrs().groups == s.c_in && s.c_out % s.c_in == 0,
+    require(is_depthwise(attrs(), s),
             "the depthwise kernel takes groups = C_IN and C_OUT a multiple of C_IN; this call has {} groups, {} -> {} "
             "channels",
             attrs().groups, s.c_in, s.c_out);

