@@ -6,7 +6,8 @@ torch.compile of the module (default mode) and with --max-autotune in mode
 "max-autotune-no-cudagraphs" (Inductor's Triton conv templates tuned per layer), and with --triton
 a Triton kernel of the same fused algorithm autotuned over 8 tiles (bench/conv_triton.py, its
 output checked against eager's first); measures the copy bandwidth and TF32 matrix rate
-ceilings. Prints JSON lines. Timing: each variant captured into a CUDA graph, median of
+ceilings, and per layer a copy of the layer's own bytes (an elementwise kernel reading and writing
+half of x + w + y each: the bandwidth a layer of that size can reach). Prints JSON lines. Timing: each variant captured into a CUDA graph, median of
 per-replay CUDA-event times, as kjit_conv_bench does, so Python and launch overhead stay out of
 the comparison; once with one call per graph and once with 20 calls back to back (time / 20).
 
@@ -169,6 +170,11 @@ def main():
                                                                       out=y_triton)
                 result["triton_error"] = float((got - expected).norm() / expected.norm())
                 result["triton_config"] = conv_triton.best_config()
+        # Not a peer: the same bytes as x + w + y moved by an elementwise kernel.
+        moved = (x.numel() + conv.weight.numel() + row["batch"] * row["c_out"] * row["out_hw"] ** 2) // 2
+        src, dst = torch.randn(moved, device="cuda"), torch.empty(moved, device="cuda")
+        result["copy_us"] = median_us(lambda: torch.mul(src, 1.0, out=dst), iterations)
+        result["copy_b2b_us"] = median_us(lambda: torch.mul(src, 1.0, out=dst), iterations, BACK_TO_BACK)
         with torch.no_grad():
             for name, fn in variants.items():
                 result[f"{name}_us"] = median_us(fn, iterations)

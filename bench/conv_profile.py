@@ -6,7 +6,7 @@ grid and occupancy, the warp-state stall breakdown, and the SASS instructions th
 stall samples — where the time goes.
 
   conv_profile.py --kjit BIN --from KJIT_JSONL TORCH_JSONL [--limit N] [--out DIR]
-  conv_profile.py --kjit BIN --layer "BATCH CIN COUT HW KERNEL STRIDE" [--config TEXT] [--channels-last] [--out DIR]
+  conv_profile.py --kjit BIN --layer "BATCH CIN COUT HW KERNEL STRIDE [GROUPS]" [--config TEXT] [--channels-last] [--out DIR]
 A channels-last run (kjit_conv_bench --nhwc) profiles `kjit run --channels-last`, dispatch's pick.
   conv_profile.py --parse DETAILS.txt SASS.csv      (the report from saved ncu pages)
 """
@@ -35,6 +35,8 @@ def run_args(row):
         args += ["--kernel-size", k, k, "--pad", k // 2]
     if s != 1:
         args += ["--stride", s]
+    if row.get("groups", 1) != 1:
+        args += ["--groups", row["groups"]]
     return [str(a) for a in args]
 
 
@@ -149,7 +151,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kjit", help="the kjit command line binary")
     ap.add_argument("--from", dest="bench", nargs=2, metavar=("KJIT_JSONL", "TORCH_JSONL"))
-    ap.add_argument("--layer", action="append", default=[], help='"BATCH CIN COUT HW KERNEL STRIDE"')
+    ap.add_argument("--layer", action="append", default=[], help='"BATCH CIN COUT HW KERNEL STRIDE [GROUPS]"')
     ap.add_argument("--config", help="configuration for --layer (default: dispatch's)")
     ap.add_argument("--channels-last", action="store_true", help="--layer on NHWC tensors, the channels-last kernel")
     ap.add_argument("--limit", type=int, default=12, help="at most this many missed rows")
@@ -167,9 +169,13 @@ def main():
         # A channels-last row names its tiles, not a configuration: dispatch picks them again.
         jobs += [(r, None if r.get("layout") == "nhwc" else r["dispatch"]) for r in missed_rows(*a.bench)[:a.limit]]
     for spec in a.layer:
-        b, ci, co, hw, k, s = (int(v) for v in spec.split())
-        layer = f"{k}x{k}{' s' + str(s) if s != 1 else ''} {ci}->{co} @{hw}"
-        row = {"layer": layer, "batch": b, "c_in": ci, "c_out": co, "hw": hw, "kernel": k, "stride": s}
+        values = [int(v) for v in spec.split()]
+        if len(values) not in (6, 7):
+            ap.error(f'--layer "{spec}": give BATCH CIN COUT HW KERNEL STRIDE [GROUPS]')
+        b, ci, co, hw, k, s, g = values + [1] * (7 - len(values))
+        group = "" if g == 1 else "dw " if g == ci else f"g{g} "
+        layer = f"{group}{k}x{k}{' s' + str(s) if s != 1 else ''} {ci}->{co} @{hw}"
+        row = {"layer": layer, "batch": b, "c_in": ci, "c_out": co, "hw": hw, "kernel": k, "stride": s, "groups": g}
         if a.channels_last:
             row["layout"] = "nhwc"
         jobs.append((row, a.config))

@@ -3,13 +3,14 @@
 // traffic, so the job is to read each input element once, keep its halo in shared memory, and
 // write each output once.
 //   block:  PLANES input planes (image, channel) × one BLOCK_H × BLOCK_W tile of their outputs;
-//           the tile's input window staged once (16-byte cp.async where x's rows are 16-byte
-//           aligned, 4-byte otherwise), zero-filled at the padding, then used by every output
+//           the tile's input window staged once (cp.async of 16 bytes where x's rows are whole
+//           16-byte chunks, 8 or 4 otherwise), zero-filled at the padding, then used by every output
 //           channel the plane feeds
-//   thread: ROWS × PIX outputs at a time (PIX along W, ROWS along H): each input row of their
-//           window read once from shared memory in 16-byte pieces and used by every output row
-//           it feeds; the filter in registers
-//   store:  BN + SiLU, 16-byte stores where y's rows allow
+//   thread: STEP_ROWS × PIX outputs at a time (PIX along W, STEP_ROWS along H): each input row
+//           of their window read once from shared memory in 16-byte pieces and used by every
+//           output row it feeds; the filter in registers. Taller steps reuse each row more (a
+//           7×7 filter's 4-row step reads 10 rows for 16 outputs, a 2-row step 8 for 8)
+//   store:  BN + SiLU, 16- or 8-byte stores where y's rows allow
 // KH, KW, STRIDE and PAD are compile-time constants: the window loops unroll fully and every
 // register index is fixed.
 #include "kjit/bn_silu.cuh"
@@ -18,14 +19,15 @@
 
 namespace depthwise {
 
-constexpr int ROWS = 2;  // output rows a thread computes at a time
-constexpr int PIX = 4;   // output pixels along W a thread computes at a time
+constexpr int PIX = 4;  // output pixels along W a thread computes at a time: one 16-byte store
 
 /// The shared-memory window of one plane: the input rows BLOCK_H output rows read, each from the
 /// 16-byte chunk holding its first column (`offset` floats before it: the window starts at
-/// ow0·STRIDE − PAD, ow0 a multiple of 4), `pitch` floats apart.
-template <int KH, int KW, int STRIDE, int PAD, int BLOCK_H, int BLOCK_W>
+/// ow0·STRIDE − PAD, ow0 a multiple of 4), `pitch` floats apart; a thread's step is ROWS × PIX
+/// outputs.
+template <int KH, int KW, int STRIDE, int PAD, int BLOCK_H, int BLOCK_W, int ROWS>
 struct Window {
+    static constexpr int step_rows = ROWS;
     static constexpr int offset = (4 - PAD % 4) % 4;
     static constexpr int rows = (BLOCK_H - 1) * STRIDE + KH;
     static constexpr int pitch = kjit::ceil_div(offset + (BLOCK_W - 1) * STRIDE + KW, 4) * 4;
@@ -45,31 +47,39 @@ struct Origin {
 
 /// Stages the window of each of the block's planes into `window` (shared, PLANES × floats):
 /// input rows oh0·STRIDE − PAD…, columns from the chunk at ow0·STRIDE − PAD − offset, zero
-/// where they leave the image or the planes run out. BY16: x's rows are whole chunks (W % 4 = 0,
-/// x 16-byte aligned), so each chunk is wholly inside the image or wholly outside it.
-template <class Win, int PLANES, int THREADS, int STRIDE, int PAD, bool BY16>
+/// where they leave the image or the planes run out. BYTES a copy: 16 where x's rows are whole
+/// 16-byte chunks (W % 4 = 0, x aligned), 8 where whole 8-byte pairs, else 4 — so each copy is
+/// wholly inside the image or wholly outside it. A thread keeps one column of the window (its
+/// offset and bounds found once) and walks down the rows of every plane.
+template <class Win, int PLANES, int THREADS, int STRIDE, int PAD, int BYTES>
 __device__ __forceinline__ void stage(float* window, const float* x, const Origin& o, long long planes, int H, int W)
 {
-    constexpr int width = BY16 ? 4 : 1, columns = Win::pitch / width, per_plane = Win::rows * columns;
-    const int ih0 = o.oh0 * STRIDE - PAD, iw0 = o.ow0 * STRIDE - PAD - Win::offset;
-    for (int e = threadIdx.x; e < PLANES * per_plane; e += THREADS) {
-        const int plane = e / per_plane, row = e % per_plane / columns, column = e % columns;
-        const int ih = ih0 + row, iw = iw0 + width * column;
-        const bool inside = o.plane0 + plane < planes && ih >= 0 && ih < H && iw >= 0 && iw < W;
-        const float* src = inside ? x + ((o.plane0 + plane) * H + ih) * W + iw : x;
-        kjit::copy_async<4 * width>(
-            kjit::shared_address(window + plane * Win::floats + row * Win::pitch + width * column), src, inside);
-    }
+    constexpr int width = BYTES / 4, columns = Win::pitch / width, rows = PLANES * Win::rows;
+    constexpr int lanes = columns < THREADS ? columns : THREADS;  // threads along a window row
+    constexpr int row_step = THREADS / lanes;                     // window rows copied at once
+    const int ih0 = o.oh0 * STRIDE - PAD;
+    if (threadIdx.x < lanes * row_step)
+        for (int column = threadIdx.x % lanes; column < columns; column += lanes) {
+            const int iw = o.ow0 * STRIDE - PAD - Win::offset + width * column;
+            const bool column_inside = iw >= 0 && iw < W;
+            for (int r = threadIdx.x / lanes; r < rows; r += row_step) {
+                const int plane = r / Win::rows, ih = ih0 + r - plane * Win::rows;
+                const bool inside = column_inside && o.plane0 + plane < planes && ih >= 0 && ih < H;
+                const float* src = inside ? x + ((o.plane0 + plane) * H + ih) * W + iw : x;
+                kjit::copy_async<BYTES>(kjit::shared_address(window + r * Win::pitch + width * column), src, inside);
+            }
+        }
     kjit::copy_commit();
 }
 
 /// acc[r][p] = Σ over the filter of w · x, for output rows r and columns p of one thread step:
 /// `rows` is the window at the first input row and chunk the step reads.
 template <class Win, int KH, int KW, int STRIDE>
-__device__ __forceinline__ void convolve(float (&acc)[ROWS][PIX], const float (&w)[KH * KW], const float* rows)
+__device__ __forceinline__ void convolve(float (&acc)[Win::step_rows][PIX], const float (&w)[KH * KW],
+                                         const float* rows)
 {
 #pragma unroll
-    for (int r = 0; r < ROWS; ++r)
+    for (int r = 0; r < Win::step_rows; ++r)
 #pragma unroll
         for (int p = 0; p < PIX; ++p) acc[r][p] = 0.0f;
 #pragma unroll
@@ -82,7 +92,7 @@ __device__ __forceinline__ void convolve(float (&acc)[ROWS][PIX], const float (&
         }
         // Input row ir is filter row ir − r·STRIDE of output row r.
 #pragma unroll
-        for (int r = 0; r < ROWS; ++r) {
+        for (int r = 0; r < Win::step_rows; ++r) {
             const int kh = ir - r * STRIDE;
             if (kh < 0 || kh >= KH) continue;
 #pragma unroll
@@ -95,16 +105,23 @@ __device__ __forceinline__ void convolve(float (&acc)[ROWS][PIX], const float (&
 }
 
 /// Output row `oh` of y's row `row` (an (image, output channel) pair), columns ow…ow+PIX−1:
-/// BN + SiLU, one 16-byte store where the four are in range and y's rows allow it.
+/// BN + SiLU, stored Y_BYTES at a time where y's rows allow it (16: OW % 4 = 0; 8: OW even; the
+/// pieces are then wholly inside the row or wholly past it).
 __device__ __forceinline__ void store(float* y, long long row, int y_row_stride, int oh, int OW, int ow,
-                                      const float (&acc)[PIX], float scale, float shift, bool by16)
+                                      const float (&acc)[PIX], float scale, float shift, int y_bytes)
 {
     float* out = y + row * y_row_stride + 1LL * oh * OW + ow;
     float v[PIX];
 #pragma unroll
     for (int p = 0; p < PIX; ++p) v[p] = kjit::bn_silu(acc[p], scale, shift);
-    if (by16 && ow + PIX <= OW) {
-        *reinterpret_cast<float4*>(out) = make_float4(v[0], v[1], v[2], v[3]);
+    if (y_bytes == 16) {
+        if (ow < OW) *reinterpret_cast<float4*>(out) = make_float4(v[0], v[1], v[2], v[3]);
+        return;
+    }
+    if (y_bytes == 8) {
+#pragma unroll
+        for (int p = 0; p < PIX; p += 2)
+            if (ow + p < OW) *reinterpret_cast<float2*>(out + p) = make_float2(v[p], v[p + 1]);
         return;
     }
 #pragma unroll
@@ -115,26 +132,30 @@ __device__ __forceinline__ void store(float* y, long long row, int y_row_stride,
 }  // namespace depthwise
 
 /// x [B, C, H, W] as `planes` = B·C planes; w [C·m, 1, KH, KW]; y rows (b, c·m + j) = plane·m + j
-/// of OH·OW outputs, y_row_stride apart. `vectors`: bit 0, x's rows are 16-byte chunks; bit 1,
-/// y's rows take 16-byte stores.
-template <int KH, int KW, int STRIDE, int PAD, int BLOCK_H, int BLOCK_W, int PLANES, int THREADS>
+/// of OH·OW outputs, y_row_stride apart. `vectors`: bits 0-1, log2 of x's copy size in floats
+/// (4, 8 or 16 bytes); bits 2-3, of y's store size.
+template <int KH, int KW, int STRIDE, int PAD, int BLOCK_H, int BLOCK_W, int PLANES, int THREADS, int STEP_ROWS>
 __device__ __forceinline__ void conv2d_bn_silu_depthwise_forward(const float* x, const float* w, const float* bn_scale,
                                                                  const float* bn_shift, float* y, long long planes,
                                                                  int C, int H, int W, int OH, int OW, int multiplier,
                                                                  int y_row_stride, int vectors)
 {
     using namespace depthwise;
-    using Win = Window<KH, KW, STRIDE, PAD, BLOCK_H, BLOCK_W>;
-    static_assert(BLOCK_W % PIX == 0 && BLOCK_H % ROWS == 0, "a block's tile is whole thread steps");
+    using Win = Window<KH, KW, STRIDE, PAD, BLOCK_H, BLOCK_W, STEP_ROWS>;
+    static_assert(BLOCK_W % PIX == 0 && BLOCK_H % STEP_ROWS == 0, "a block's tile is whole thread steps");
     constexpr int per_plane = THREADS / PLANES, across = BLOCK_W / PIX, down = per_plane / across;
-    static_assert(THREADS % PLANES == 0 && per_plane % across == 0 && down >= 1 && down <= BLOCK_H / ROWS,
+    static_assert(THREADS % PLANES == 0 && per_plane % across == 0 && down >= 1 && down <= BLOCK_H / STEP_ROWS,
                   "the threads of a plane cover its tile's columns and share its rows");
 
     const Origin o{1LL * blockIdx.x * PLANES, static_cast<int>(blockIdx.y) * BLOCK_H,
                    static_cast<int>(blockIdx.z) * BLOCK_W};
     extern __shared__ __align__(16) float window[];  // [PLANES][Win::rows][Win::pitch]
-    if (vectors & 1) stage<Win, PLANES, THREADS, STRIDE, PAD, true>(window, x, o, planes, H, W);
-    else stage<Win, PLANES, THREADS, STRIDE, PAD, false>(window, x, o, planes, H, W);
+    switch (vectors & 3) {
+        case 2: stage<Win, PLANES, THREADS, STRIDE, PAD, 16>(window, x, o, planes, H, W); break;
+        case 1: stage<Win, PLANES, THREADS, STRIDE, PAD, 8>(window, x, o, planes, H, W); break;
+        default: stage<Win, PLANES, THREADS, STRIDE, PAD, 4>(window, x, o, planes, H, W);
+    }
+    const int y_bytes = 4 << (vectors >> 2 & 3);
 
     // This thread: plane `plane` of the block, output columns ow0 + PIX·column…, row steps from
     // `first_step` on, `down` steps apart.
@@ -153,16 +174,16 @@ __device__ __forceinline__ void conv2d_bn_silu_depthwise_forward(const float* x,
 #pragma unroll
         for (int i = 0; i < KH * KW; ++i) filter[i] = __ldg(w + 1LL * oc * KH * KW + i);
         const float scale = __ldg(bn_scale + oc), shift = __ldg(bn_shift + oc);
-        for (int step = first_step; step < BLOCK_H / ROWS; step += down) {
-            const int oh = o.oh0 + ROWS * step;
+        for (int step = first_step; step < BLOCK_H / STEP_ROWS; step += down) {
+            const int oh = o.oh0 + STEP_ROWS * step;
             if (oh >= OH) break;
-            float acc[ROWS][PIX];
-            convolve<Win, KH, KW, STRIDE>(acc, filter, mine + ROWS * STRIDE * step * Win::pitch);
+            float acc[STEP_ROWS][PIX];
+            convolve<Win, KH, KW, STRIDE>(acc, filter, mine + STEP_ROWS * STRIDE * step * Win::pitch);
 #pragma unroll
-            for (int r = 0; r < ROWS; ++r)
+            for (int r = 0; r < STEP_ROWS; ++r)
                 if (oh + r < OH)
                     store(y, global_plane * multiplier + j, y_row_stride, oh + r, OW, o.ow0 + PIX * column, acc[r],
-                          scale, shift, (vectors & 2) != 0);
+                          scale, shift, y_bytes);
         }
     }
 }

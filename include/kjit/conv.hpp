@@ -96,11 +96,12 @@ struct DirectTiles {
 /// columns of outputs at a time.
 struct DepthwiseTiles {
     int block_h, block_w, planes, threads;
+    int step_rows = 2;  ///< output rows a thread computes at a time (2 or 4), 4 columns each
     friend bool operator==(const DepthwiseTiles&, const DepthwiseTiles&) = default;
 
-    /// Throws UsageError naming the rule these tiles break (block_h even, block_w a multiple of
-    /// 4, the threads of a plane covering its tile's columns and at most its row steps, threads
-    /// a multiple of 32 up to 1024).
+    /// Throws UsageError naming the rule these tiles break (step_rows 2 or 4, block_h a multiple
+    /// of it, block_w a multiple of 4, the threads of a plane covering its tile's columns and at
+    /// most its row steps, threads a multiple of 32 up to 1024).
     void validate() const;
     /// Shared memory a block takes for this filter (its planes' input windows).
     [[nodiscard]] unsigned shared_bytes(const Conv2dAttrs& attrs) const;
@@ -450,9 +451,9 @@ private:
 /// Depthwise Conv2d (groups = C_IN, C_OUT = m·C_IN for a channel multiplier m; any kernel size,
 /// stride and padding, equal on both axes; dilation 1) + BN + SiLU in fp32, built for memory
 /// speed (kernels_src/conv2d_bn_silu_depthwise_forward.cu): each block stages its planes' input
-/// window with its halo in shared memory once (16-byte copies where x's rows are 16-byte
-/// aligned), each thread reuses the input rows it reads across its outputs' windows, and y is
-/// written with 16-byte stores where its rows allow. Kernel size, stride and padding are
+/// window with its halo in shared memory once (16- or 8-byte copies where x's rows take them
+/// whole), each thread reuses the input rows it reads across its outputs' windows, and y is
+/// written with 16- or 8-byte stores where its rows allow. Kernel size, stride and padding are
 /// compile-time constants of the kernel. Grid [⌈B·C_IN/planes⌉, ⌈OH/block_h⌉, ⌈OW/block_w⌉].
 class Conv2dBnSiluDepthwiseForward final : public Conv2dOp {
 public:

@@ -66,7 +66,7 @@ std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2d
                 "PLANES names the depthwise kernel, which takes groups = C_IN and C_OUT a multiple of C_IN; this layer "
                 "has {} groups, {} -> {} channels",
                 a.groups, s.c_in, s.c_out);
-        const DepthwiseTiles t{take("BLOCK_H"), take("BLOCK_W"), take("PLANES"), take("THREADS")};
+        const DepthwiseTiles t{take("BLOCK_H"), take("BLOCK_W"), take("PLANES"), take("THREADS"), take("STEP_ROWS", 2)};
         op = std::make_unique<Conv2dBnSiluDepthwiseForward>(t, a, device.max_shared_bytes);
     } else if (values.contains("BLOCK_OC")) {
         const int oc = take("BLOCK_OC"), ow = take("BLOCK_OW");
@@ -99,7 +99,8 @@ std::string direct_config(const DirectTiles& t) {
     return fmt::format("BLOCK_OC={} BLOCK_OW={}", t.block_oc, t.block_ow);
 }
 std::string depthwise_config(const DepthwiseTiles& t) {
-    return fmt::format("BLOCK_H={} BLOCK_W={} PLANES={} THREADS={}", t.block_h, t.block_w, t.planes, t.threads);
+    return fmt::format("BLOCK_H={} BLOCK_W={} PLANES={} THREADS={} STEP_ROWS={}", t.block_h, t.block_w, t.planes,
+                       t.threads, t.step_rows);
 }
 }  // namespace
 
@@ -121,9 +122,11 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
                 list.push_back(depthwise_config(t));
         return list;
     }
-    // Narrow groups: the direct kernel's tiles and, below, the implicit GEMM's per-group tiles —
-    // which of the two is faster depends on the shape, and `kjit tune` and the bench time both.
-    if (dynamic_cast<const Conv2dBnSiluDirectForward*>(chosen.get()))
+    // Narrow groups (fewer than 16 outputs a group): the direct kernel's tiles and, below, the
+    // implicit GEMM's per-group tiles — which of the two is faster depends on the shape, and
+    // `kjit tune` and the bench time both.
+    const bool narrow_groups = a.groups > 1 && s.c_out / a.groups < 16;
+    if (narrow_groups || dynamic_cast<const Conv2dBnSiluDirectForward*>(chosen.get()))
         for (const auto& t : Conv2dBnSiluDirectForward::configurations()) list.push_back(direct_config(t));
     for (const bool gathers : {false, true}) {
         if (!(gathers ? conv2d_gather_unsupported_reason(a, s, device) : conv2d_tma_unsupported_reason(a, s, device))
@@ -142,7 +145,7 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
     const int k = s.c_in / a.groups * a.kernel_h * a.kernel_w;
     for (const auto& t : GemmTiles::configurations())
         for (int split : {1, 2, 4, 8}) {
-            if (!detail::worth_splitting(t, split, p, s.c_out / a.groups, k, device)) continue;
+            if (!detail::worth_splitting(t, split, p * a.groups, s.c_out / a.groups, k, device)) continue;
             if (t.shared_bytes(split) > static_cast<unsigned>(device.max_shared_bytes)) continue;
             list.push_back(gemm_config(t, split));
         }

@@ -14,7 +14,7 @@ namespace kjit {
 using detail::require;
 
 namespace {
-constexpr int rows_per_step = 2, pixels_per_step = 4;  // the kernel's ROWS and PIX
+constexpr int pixels_per_step = 4;  // the kernel's PIX
 
 /// Threads of one plane: its tile's columns in steps of 4, times the row steps they share.
 int threads_per_plane(const DepthwiseTiles& t) { return t.threads / std::max(t.planes, 1); }
@@ -24,19 +24,20 @@ void DepthwiseTiles::validate() const {
     require(block_h > 0 && block_w > 0 && planes > 0 && threads > 0,
             "depthwise tile constants must be positive: BLOCK_H {}, BLOCK_W {}, PLANES {}, THREADS {}", block_h,
             block_w, planes, threads);
-    require(block_h % rows_per_step == 0 && block_w % pixels_per_step == 0,
-            "BLOCK_H = {} must be even and BLOCK_W = {} a multiple of 4: a thread computes 2 rows x 4 columns at a "
-            "time",
-            block_h, block_w);
+    require(step_rows == 2 || step_rows == 4, "STEP_ROWS = {}: a thread's step is 2 or 4 output rows", step_rows);
+    require(block_h % step_rows == 0 && block_w % pixels_per_step == 0,
+            "BLOCK_H = {} must be a multiple of STEP_ROWS = {} and BLOCK_W = {} a multiple of 4: a thread computes "
+            "{} rows x 4 columns at a time",
+            block_h, step_rows, block_w, step_rows);
     require(threads % 32 == 0 && threads <= 1024, "THREADS = {} must be a multiple of 32, at most 1024", threads);
     const int across = block_w / pixels_per_step, per_plane = threads_per_plane(*this);
     require(threads % planes == 0 && per_plane % across == 0,
             "THREADS / PLANES = {} / {} must be a whole multiple of BLOCK_W / 4 = {}: a plane's threads cover its "
             "tile's columns",
             threads, planes, across);
-    require(per_plane / across <= block_h / rows_per_step,
-            "{} threads per plane over {} columns leave some without rows: BLOCK_H = {} has {} steps of 2 rows",
-            per_plane, across, block_h, block_h / rows_per_step);
+    require(per_plane / across <= block_h / step_rows,
+            "{} threads per plane over {} columns leave some without rows: BLOCK_H = {} has {} steps of {} rows",
+            per_plane, across, block_h, block_h / step_rows, step_rows);
 }
 
 unsigned DepthwiseTiles::shared_bytes(const Conv2dAttrs& a) const {
@@ -49,16 +50,21 @@ unsigned DepthwiseTiles::shared_bytes(const Conv2dAttrs& a) const {
 std::span<const DepthwiseTiles> DepthwiseTiles::configurations() {
     static const std::vector<DepthwiseTiles> list = [] {
         std::vector<DepthwiseTiles> l;
-        // Tiles for images of ~7, ~14, ~28 and 56+ columns; for each, threads of a plane over
-        // all of its row steps or half of them (each thread two steps: the filter's registers
-        // reused), 128 or 256 threads a block.
+        // Tiles for images of ~7, ~14, ~28 and 56+ columns; for each, steps of 2 or 4 rows,
+        // threads of a plane over all of its row steps or half of them (each thread two steps:
+        // the filter's registers reused), 128 or 256 threads a block.
         for (const auto& [h, w] : {std::pair{8, 8}, {16, 16}, {16, 32}, {8, 64}, {16, 64}, {32, 64}})
-            for (int threads : {128, 256})
-                for (int share : {1, 2}) {
-                    const int per_plane = w / pixels_per_step * (h / rows_per_step / share);
-                    if (per_plane > threads || threads % per_plane || threads / per_plane > 32) continue;
-                    l.push_back({h, w, threads / per_plane, threads});
-                }
+            for (int rows : {2, 4})
+                for (int threads : {128, 256})
+                    for (int share : {1, 2}) {
+                        const int per_plane = w / pixels_per_step * (h / rows / share);
+                        if (per_plane == 0 || per_plane > threads || threads % per_plane || threads / per_plane > 32)
+                            continue;
+                        const DepthwiseTiles t{h, w, threads / per_plane, threads, rows};
+                        // Without opting in, a block has 48 KB: a 7×7 filter's windows must fit.
+                        if (t.shared_bytes({.kernel_h = 7, .kernel_w = 7, .pad_h = 3, .pad_w = 3}) <= 48 * 1024)
+                            l.push_back(t);
+                    }
         return l;
     }();
     return list;
@@ -85,7 +91,8 @@ Conv2dBnSiluDepthwiseForward::KernelType depthwise_kernel(const DepthwiseTiles& 
              {"BLOCK_H", std::int64_t{t.block_h}},
              {"BLOCK_W", std::int64_t{t.block_w}},
              {"PLANES", std::int64_t{t.planes}},
-             {"THREADS", std::int64_t{t.threads}}},
+             {"THREADS", std::int64_t{t.threads}},
+             {"STEP_ROWS", std::int64_t{t.step_rows}}},
             static_cast<unsigned>(t.threads)};
 }
 }  // namespace
@@ -108,13 +115,18 @@ void Conv2dBnSiluDepthwiseForward::pack_args(const OpCall& call, ArgVisitor& vis
             "channels",
             attrs().groups, s.c_in, s.c_out);
     detail::visit_conv_tensors(call, visitor);
-    const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-    const bool x_by16 = s.width % 4 == 0 && aligned(call.inputs[0].data);
-    const bool y_by16 = conv.ow % 4 == 0 && call.output_row_stride % 4 == 0 && aligned(call.output);
+    // log2 of the widest access (in floats: 1, 2 or 4) that rows of `width` floats starting at
+    // `p` take whole.
+    const auto widest = [](const void* p, long long width) {
+        const auto at = reinterpret_cast<std::uintptr_t>(p);
+        return at % 16 == 0 && width % 4 == 0 ? 2 : at % 8 == 0 && width % 2 == 0 ? 1 : 0;
+    };
+    const int x_copy = widest(call.inputs[0].data, s.width);
+    const int y_store = std::min(widest(call.output, conv.ow), widest(call.output, call.output_row_stride));
     visitor.visit_i64(1LL * s.batch * s.c_in);
     for (int v : {s.c_in, s.height, s.width, conv.oh, conv.ow, s.c_out / s.c_in, call.output_row_stride})
         visitor.visit_i32(v);
-    visitor.visit_i32(int{x_by16} | int{y_by16} << 1);
+    visitor.visit_i32(x_copy | y_store << 2);
 }
 
 Dims Conv2dBnSiluDepthwiseForward::grid(ShapeView output_shape) const {

@@ -34,11 +34,14 @@ constexpr double clustered_launch = 600.0;
 /// chain of K tiles whose step costs at least a memory round trip, its warps' MMAs or its
 /// threads' copies, plus a fixed start and, with split-K, the cluster reduction. Throughput —
 /// the multiprocessor's share of the blocks' tensor-core work, operand traffic and fragment
-/// reads. An implicit GEMM gathers X with 4-byte copies: its X traffic counts double.
-double gemm_cost(const GemmTiles& t, int split_k, long long p, int n, int k, bool gathers, const DeviceTraits& device) {
+/// reads. An implicit GEMM gathers X with 4-byte copies: its X traffic counts double. A grouped
+/// layer runs every group's GEMM (p × n × k each) in one grid, so its blocks fill the waves
+/// together.
+double gemm_cost(const GemmTiles& t, int split_k, long long p, int n, int k, int groups, bool gathers,
+                 const DeviceTraits& device) {
     const double gather = gathers ? 2.0 : 1.0;
     const int warps_m = t.block_m / 32, warps_n = t.block_n >= 64 ? 2 : 1, warps = warps_m * warps_n;
-    const long long blocks = ceil_div<long long>(p, t.block_m) * ceil_div(n, t.block_n) * split_k;
+    const long long blocks = ceil_div<long long>(p, t.block_m) * ceil_div(n, t.block_n) * split_k * groups;
     const long long resident = std::clamp<long long>(
         std::min<long long>(device.max_shared_bytes / std::max(1u, t.shared_bytes(split_k)), 2048 / t.threads()), 1,
         32);
@@ -122,9 +125,10 @@ std::optional<GemmPick> best_sm80(const Conv2dAttrs& a, const Conv2dShape& s, in
     std::optional<GemmPick> best;
     for (const auto& t : GemmTiles::configurations())
         for (int split : {1, 2, 4, 8}) {
-            if (!detail::worth_splitting(t, split, p, cout_pg, k, device)) continue;
+            // Every group's tiles share the grid: split K only where all of them leave SMs idle.
+            if (!detail::worth_splitting(t, split, p * a.groups, cout_pg, k, device)) continue;
             if (t.shared_bytes(split) > static_cast<unsigned>(device.max_shared_bytes)) continue;
-            const double cost = a.groups * gemm_cost(t, split, p, cout_pg, k, !detail::is_pointwise(a), device);
+            const double cost = gemm_cost(t, split, p, cout_pg, k, a.groups, !detail::is_pointwise(a), device);
             if (!best || cost < best->cost) best = GemmPick{t, split, cost};
         }
     return best;
@@ -172,26 +176,34 @@ std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, cons
     return best;
 }
 
-/// Tensor cores pay when each group's GEMM is at least one MMA tile deep and tall.
+/// Tensor cores pay when each group's GEMM is at least one MMA step deep (K ≥ 16) and a few
+/// channels wide: measured on the H200 (2026-12-04, ResNeXt-50's 3×3 layers of 32 groups), the
+/// implicit GEMM's 16-wide tiles ran groups of 4 and 8 output channels 1.04–5× faster than the
+/// direct kernel's best tile, though they leave most of each MMA idle.
 bool tensor_core_layer(const Conv2dAttrs& a, const Conv2dShape& s) {
     const int cin_pg = s.c_in / a.groups, cout_pg = s.c_out / a.groups;
-    return detail::is_pointwise(a) || (cin_pg * a.kernel_h * a.kernel_w >= 16 && cout_pg >= 16 &&
+    return detail::is_pointwise(a) || (cin_pg * a.kernel_h * a.kernel_w >= 16 && cout_pg >= 4 &&
                                        a.kernel_h * a.kernel_w <= 64 && a.stride_h == a.stride_w && a.pad_h == a.pad_w);
 }
 
 /// The depthwise tiles with the least estimated time, in clocks of one SM. Each SM runs its share
-/// of the blocks: per block, staging its window (halo and padding included: a 16-byte chunk a
-/// clock) and computing every output of its tile, those past the image too (the filter's FMAs
-/// at 128 a clock, the store); blocks that run at once (as many as the threads and shared memory
-/// allow) overlap their latency, ~1500 clocks a round. Nothing is faster than the card's
-/// bandwidth: x and y once, ~4 floats a clock per SM. A first model: on the H200 (2026-12-04,
-/// `kjit tune`, batch 32) it picks the fastest of the 22 tiles on 7x7 96 @56, 7x7 768 @7 and 3x3
-/// 32 @112; not yet fitted to the whole bench.
+/// of the blocks: per block, staging its window (halo and padding included: a 16-byte chunk two
+/// clocks) and computing every output of its tile, those past the image too: the filter's FMAs
+/// (128 a clock), the window's 16-byte shared loads (a warp's in 4 clocks; a step of `rows` rows
+/// reads (rows − 1)·stride + KH input rows for rows × 4 outputs) and the store. The blocks that
+/// run at once (as many as the threads and shared memory allow) go in rounds, each a memory
+/// round trip plus its threads' chains of FMAs (~32 clocks a tap of each output a thread
+/// computes): fewer outputs a thread, more threads to hide the latency. Nothing is faster than
+/// the card's bandwidth: x and y once, ~4 floats a clock per SM. Fitted to two H200 runs of
+/// every tile on the 28 depthwise bench rows (2026-12-04): all but dw 3x3 s2 192 @28 b32 within
+/// 1.15x of the best (there its 4-row steps leave 768 blocks, 26% occupancy by ncu, too few
+/// warps to hide the memory latency; 2-row steps' 1536 blocks reach 49%).
 DepthwiseTiles best_depthwise(const Conv2dAttrs& a, const Conv2dShape& s, int oh, int ow, const DeviceTraits& device) {
     const long long planes = 1LL * s.batch * s.c_in;
     const int multiplier = s.c_out / s.c_in, taps = a.kernel_h * a.kernel_w;
     const double floor = (1.0 * planes * s.height * s.width + 1.0 * planes * multiplier * oh * ow) / 4.0 /
                          device.multiprocessors;
+    const int span_chunks = ceil_div((4 - a.pad_w % 4) % 4 + 3 * a.stride_w + a.kernel_w, 4);
     std::optional<std::pair<DepthwiseTiles, std::pair<double, double>>> best;
     for (const auto& t : DepthwiseTiles::configurations()) {
         const unsigned shared = t.shared_bytes(a);
@@ -202,9 +214,12 @@ DepthwiseTiles best_depthwise(const Conv2dAttrs& a, const Conv2dShape& s, int oh
         const long long at_once = std::max<long long>(
             1, std::min<long long>({2048 / t.threads, device.max_shared_bytes / std::max(shared, 1u), 32, per_sm}));
         const double outputs = 1.0 * t.planes * t.block_h * t.block_w * multiplier;
-        const double work = per_sm * (shared / 16.0 + outputs * (taps / 128.0 + 0.25));
+        const double loads = 1.0 * ((t.step_rows - 1) * a.stride_h + a.kernel_h) * span_chunks / (4.0 * t.step_rows);
+        const double work = per_sm * (shared / 8.0 + outputs * (taps / 128.0 + loads / 8.0 + 0.02));
+        const double per_thread = outputs / t.threads;
+        const double rounds = ceil_div(per_sm, at_once) * (3000.0 + 32.0 * taps * per_thread);
         // Where the bandwidth bounds several tiles alike, the one with less work beside it.
-        const std::pair cost{std::max({floor, work, ceil_div(per_sm, at_once) * 1500.0}), work};
+        const std::pair cost{std::max({floor, work, rounds}), work};
         if (!best || cost < best->second) best = std::pair{t, cost};
     }
     require(best.has_value(), "no depthwise tile's input window fits this device's shared memory");

@@ -1,5 +1,5 @@
-// Dispatch replayed over a bench run of every candidate (kjit_conv_bench --quick, with or
-// without --nhwc): for each row, the candidate dispatch picks against the row's best.
+// Dispatch replayed over a bench run of every candidate (kjit_conv_bench --quick, with --nhwc,
+// --grouped or neither): for each row, the candidate dispatch picks against the row's best.
 #pragma once
 #include <fstream>
 #include <string>
@@ -27,8 +27,13 @@ ReplayResult replay_dispatch(const std::string& path, Pick pick) {
         const auto r = nlohmann::json::parse(line);
         if (!r.contains("layer")) continue;
         const int k = r["kernel"].get<int>(), stride = r["stride"].get<int>(), hw = r["hw"].get<int>();
-        const Conv2dAttrs a{
-            .kernel_h = k, .kernel_w = k, .stride_h = stride, .stride_w = stride, .pad_h = k / 2, .pad_w = k / 2};
+        const Conv2dAttrs a{.kernel_h = k,
+                            .kernel_w = k,
+                            .stride_h = stride,
+                            .stride_w = stride,
+                            .pad_h = k / 2,
+                            .pad_w = k / 2,
+                            .groups = r.value("groups", 1)};
         const Conv2dShape s{r["batch"].get<int>(), r["c_in"].get<int>(), hw, hw, r["c_out"].get<int>()};
         const std::string picked = pick(a, s);
         const auto& timed = r["candidates"];

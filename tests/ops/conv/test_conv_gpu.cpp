@@ -254,20 +254,20 @@ namespace {
 
 /// Depthwise layers over filters 1, 3, 5 and 7, strides 1 and 2 and every padding up to k/2, on
 /// images of 1, 7, 13 and 57 pixels a side, channel counts of no tile's size, multipliers 1
-/// and 2, batches 1 and 3; x's rows whole 16-byte chunks (W = 28) or not, x off a 16-byte
-/// boundary, y's rows padded off 16 bytes.
+/// and 2, batches 1 and 3; x's rows whole 16-byte chunks (W = 28), 8-byte pairs (W = 14) or
+/// neither, x 4 or 8 bytes off a 16-byte boundary, y's rows padded off 16 bytes.
 std::vector<Case> depthwise_cases() {
     struct Image {
         int h, w;
     };
-    const Image images[] = {{7, 7}, {13, 13}, {57, 57}, {1, 9}, {12, 28}, {9, 1}};
+    const Image images[] = {{7, 7}, {13, 13}, {57, 57}, {1, 9}, {12, 28}, {9, 1}, {14, 14}};
     const int channels[] = {5, 33, 8};
     std::vector<Case> cases;
     int i = 0;
     for (int k : {1, 3, 5, 7})
         for (int stride : {1, 2})
             for (int pad = 0; pad <= k / 2; ++pad, ++i) {
-                const Image image = images[i % 6];
+                const Image image = images[i % 7];
                 if (image.h + 2 * pad < k || image.w + 2 * pad < k) continue;
                 const int c = channels[i % 3], multiplier = 1 + i % 2, batch = i / 2 % 2 ? 3 : 1;
                 cases.push_back({fmt::format("{0}x{0} s{1} p{2}, {3} -> {4} channels, {5}x{6}, B={7}", k, stride, pad,
@@ -281,7 +281,7 @@ std::vector<Case> depthwise_cases() {
                                   .groups = c},
                                  {batch, c, image.h, image.w, c * multiplier},
                                  i % 4 == 3 ? 3 : 0,
-                                 i % 5 == 4 ? 1 : 0});
+                                 i % 5 == 4 ? 1 + i % 2 : 0});
             }
     return cases;
 }
@@ -303,11 +303,15 @@ TEST_CASE("depthwise kernel: dispatch's pick over filters 1-7, strides, paddings
     }
 }
 
-TEST_CASE("depthwise kernel: every configuration on a 3x3 and a strided 7x7 layer, both copy widths") {
+TEST_CASE("depthwise kernel: every configuration on 3x3, 5x5 and strided 7x7 layers, every copy width") {
     const std::vector<Case> layers = {
         {"3x3 p1, 33 -> 66, 28x28 (16-byte copies and stores), B=3",
          {.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 33},
          {3, 33, 28, 28, 66}},
+        {"5x5 p2, 9 -> 18, 14x14 (8-byte copies and stores), rows padded by 2",
+         {.kernel_h = 5, .kernel_w = 5, .pad_h = 2, .pad_w = 2, .groups = 9},
+         {2, 9, 14, 14, 18},
+         2},
         {"7x7 s2 p3, 7 channels, 57x57, x off 16 bytes, rows padded",
          {.kernel_h = 7, .kernel_w = 7, .stride_h = 2, .stride_w = 2, .pad_h = 3, .pad_w = 3, .groups = 7},
          {2, 7, 57, 57, 7},

@@ -22,7 +22,7 @@ const Conv2dAttrs dw3s2{
 
 TEST_CASE("depthwise op: filter and tiles as kernel constants, its window, grid and argument order") {
     const Conv2dBnSiluDepthwiseForward op({16, 32, 2, 128}, dw3s2);
-    CHECK(op.kernel().id() == "conv2d_bn_silu_depthwise_forward__f32__3__3__2__1__16__32__2__128");
+    CHECK(op.kernel().id() == "conv2d_bn_silu_depthwise_forward__f32__3__3__2__1__16__32__2__128__2");
     CHECK(op.block() == Dims{128, 1, 1});
     // Per plane 33 input rows ((16 − 1)·2 + 3) of 68 floats: the window's (32 − 1)·2 + 3 = 65
     // columns start 3 floats into their 16-byte chunk (padding 1), rounded up to whole chunks.
@@ -41,18 +41,27 @@ TEST_CASE("depthwise op: filter and tiles as kernel constants, its window, grid 
     CHECK(r.i(5) == 30);  // planes: B·C_IN
     const std::int64_t expected[] = {6, 27, 31, 14, 16, 2, 228};
     for (std::size_t k = 0; k < 7; ++k) CHECK(r.i(6 + k) == expected[k]);
-    // W = 31: x's rows are no whole 16-byte chunks; y's rows (16 outputs, 228 apart) are.
-    CHECK(r.i(13) == 2);
+    // W = 31: x's rows take 4-byte copies; y's rows (16 outputs, 228 apart) 16-byte stores.
+    CHECK(r.i(13) == (0 | 2 << 2));
     ArgPack pack(op.kernel().params(), op.kernel().id());
     op.pack_args({in, params, fake(0x500), y, 228}, pack);
     pack.check_complete();
-    // x 16-byte aligned with W a multiple of 4: 16-byte copies; y off a 16-byte boundary: 4-byte stores.
-    const Shape x4{5, 6, 28, 32};
-    const Shape y4 = op.compute_concrete_output_shape(std::vector<ShapeView>{x4}, Shape{5, 12, 0, 0});
-    const Tensor in4[] = {{fake(0x100), x4}};
-    Recorder r4;
-    op.pack_args({in4, params, fake(0x504), y4, 224}, r4);
-    CHECK(r4.i(13) == 1);
+    // The access widths for x at `x_at` of shape `x_shape` and y at `y_at`, rows `stride` apart:
+    // log2 of x's copy in floats, and of y's store two bits up.
+    const auto vectors = [&](std::uintptr_t x_at, const Shape& x_shape, std::uintptr_t y_at, int stride) {
+        const Shape y_shape = op.compute_concrete_output_shape(std::vector<ShapeView>{x_shape}, Shape{5, 12, 0, 0});
+        const Tensor input[] = {{fake(x_at), x_shape}};
+        Recorder rec;
+        op.pack_args({input, params, fake(y_at), y_shape, stride}, rec);
+        return rec.i(13);
+    };
+    const Shape x4{5, 6, 28, 32};                           // W a multiple of 4; y rows 16 wide
+    CHECK(vectors(0x100, x4, 0x504, 224) == 2);             // x 16-byte copies; y off 8 bytes: 4-byte stores
+    CHECK(vectors(0x100, x4, 0x508, 226) == (2 | 1 << 2));  // y 8 bytes off, rows 226 apart: 8-byte stores
+    CHECK(vectors(0x108, x4, 0x500, 224) == (1 | 2 << 2));  // x 8 bytes off: 8-byte copies
+    // W = 14 (even, not a multiple of 4): 8-byte copies from a 16-byte aligned x; y's rows of 7
+    // outputs: 4-byte stores.
+    CHECK(vectors(0x100, Shape{5, 6, 14, 14}, 0x500, 56) == 1);
 }
 
 TEST_CASE("depthwise tiles and attributes are validated, naming the rule") {
@@ -62,7 +71,13 @@ TEST_CASE("depthwise tiles and attributes are validated, naming the rule") {
           }).find("must be positive") != std::string::npos);
     CHECK(error_of([&] {
               Conv2dBnSiluDepthwiseForward({15, 32, 1, 128}, dw);
-          }).find("must be even") != std::string::npos);
+          }).find("BLOCK_H = 15 must be a multiple of STEP_ROWS = 2") != std::string::npos);
+    CHECK(error_of([&] {
+              Conv2dBnSiluDepthwiseForward({16, 32, 1, 128, 3}, dw);
+          }).find("a thread's step is 2 or 4 output rows") != std::string::npos);
+    CHECK(error_of([&] {
+              Conv2dBnSiluDepthwiseForward({8, 8, 8, 128, 4}, dw);  // 16 threads a plane, 2 steps of 4 rows
+          }).find("leave some without rows: BLOCK_H = 8 has 2 steps of 4 rows") != std::string::npos);
     CHECK(error_of([&] {
               Conv2dBnSiluDepthwiseForward({16, 30, 1, 128}, dw);
           }).find("multiple of 4") != std::string::npos);
@@ -103,16 +118,20 @@ TEST_CASE("depthwise tiles and attributes are validated, naming the rule") {
 TEST_CASE("depthwise configurations: each valid, distinct, and each fits a 3x3 and a 7x7 window in 48 KB") {
     const auto list = DepthwiseTiles::configurations();
     CHECK(list.size() >= 12);
-    std::set<std::tuple<int, int, int, int>> seen;
+    std::set<std::tuple<int, int, int, int, int>> seen;
+    std::set<int> steps;
     for (const auto& t : list) {
         CAPTURE(t.block_h);
         CAPTURE(t.block_w);
         CAPTURE(t.planes);
         CAPTURE(t.threads);
+        CAPTURE(t.step_rows);
         CHECK_NOTHROW(t.validate());
-        CHECK(seen.insert({t.block_h, t.block_w, t.planes, t.threads}).second);
+        CHECK(seen.insert({t.block_h, t.block_w, t.planes, t.threads, t.step_rows}).second);
+        steps.insert(t.step_rows);
         CHECK(t.shared_bytes({.kernel_h = 7, .kernel_w = 7, .pad_h = 3, .pad_w = 3}) <= 48u * 1024);
     }
+    CHECK(steps == std::set{2, 4});  // kjit tune times both step heights
 }
 
 TEST_CASE("depthwise: dispatch's pick, the configuration text both ways, and what it is told apart from") {
