@@ -1,18 +1,20 @@
 // Fused depthwise Conv2d (groups = C_IN, C_OUT = m·C_IN: a channel multiplier m) + inference
-// BatchNorm + SiLU in fp32, built for memory speed: an output costs 2·KH·KW FLOP and 8 bytes of
-// traffic, so the job is to read each input element once, keep its halo in shared memory, and
-// write each output once.
-//   block:  PLANES input planes (image, channel) × one BLOCK_H × BLOCK_W tile of their outputs;
-//           the tile's input window staged once (cp.async of 16 bytes where x's rows are whole
-//           16-byte chunks, 8 or 4 otherwise), zero-filled at the padding, then used by every output
-//           channel the plane feeds
-//   thread: STEP_ROWS × PIX outputs at a time (PIX along W, STEP_ROWS along H): each input row
-//           of their window read once from shared memory in 16-byte pieces and used by every
-//           output row it feeds; the filter in registers. Taller steps reuse each row more (a
-//           7×7 filter's 4-row step reads 10 rows for 16 outputs, a 2-row step 8 for 8)
+// BatchNorm + SiLU in fp32, built for memory speed — and narrow groups of GROUP_IN input channels
+// with the same plan, each output summing its group's planes. A depthwise output costs 2·KH·KW
+// FLOP and 8 bytes of traffic, so the job is to read each input element once, keep its halo in
+// shared memory, and write each output once.
+//   block:  PLANES groups (image, group) × one BLOCK_H × BLOCK_W tile of their outputs; the
+//           tile's input window of each of the groups' GROUP_IN planes staged once (cp.async of
+//           16 bytes where x's rows are whole 16-byte chunks, 8 or 4 otherwise), zero-filled at
+//           the padding, then used by every output channel of the group
+//   thread: OC_STEP output channels × STEP_ROWS × PIX outputs at a time (PIX along W, STEP_ROWS
+//           along H): each input row of their window read once from shared memory in 16-byte
+//           pieces and used by every output row and channel it feeds; the filters in registers.
+//           Taller steps reuse each row more (a 7×7 filter's 4-row step reads 10 rows for 16
+//           outputs, a 2-row step 8 for 8), more channels a step reuse it across filters
 //   store:  BN + SiLU, 16- or 8-byte stores where y's rows allow
-// KH, KW, STRIDE and PAD are compile-time constants: the window loops unroll fully and every
-// register index is fixed.
+// KH, KW, STRIDE, PAD and GROUP_IN are compile-time constants: the window loops unroll fully and
+// every register index is fixed.
 #include "kjit/bn_silu.cuh"
 #include "kjit/ceil_div.cuh"
 #include "kjit/ptx.cuh"
@@ -72,16 +74,13 @@ __device__ __forceinline__ void stage(float* window, const float* x, const Origi
     kjit::copy_commit();
 }
 
-/// acc[r][p] = Σ over the filter of w · x, for output rows r and columns p of one thread step:
-/// `rows` is the window at the first input row and chunk the step reads.
-template <class Win, int KH, int KW, int STRIDE>
-__device__ __forceinline__ void convolve(float (&acc)[Win::step_rows][PIX], const float (&w)[KH * KW],
+/// acc[o][r][p] += Σ over filter o of w · x, for output rows r and columns p of one thread step
+/// and each of OC filters: `rows` is one plane's window at the first input row and chunk the step
+/// reads; each row read once serves every filter.
+template <class Win, int KH, int KW, int STRIDE, int OC>
+__device__ __forceinline__ void convolve(float (&acc)[OC][Win::step_rows][PIX], const float (&w)[OC][KH * KW],
                                          const float* rows)
 {
-#pragma unroll
-    for (int r = 0; r < Win::step_rows; ++r)
-#pragma unroll
-        for (int p = 0; p < PIX; ++p) acc[r][p] = 0.0f;
 #pragma unroll
     for (int ir = 0; ir < Win::row_span; ++ir) {
         float in[Win::span_chunks * 4];
@@ -96,12 +95,24 @@ __device__ __forceinline__ void convolve(float (&acc)[Win::step_rows][PIX], cons
             const int kh = ir - r * STRIDE;
             if (kh < 0 || kh >= KH) continue;
 #pragma unroll
-            for (int kw = 0; kw < KW; ++kw)
+            for (int o = 0; o < OC; ++o)
 #pragma unroll
-                for (int p = 0; p < PIX; ++p)
-                    acc[r][p] = fmaf(w[kh * KW + kw], in[Win::offset + p * STRIDE + kw], acc[r][p]);
+                for (int kw = 0; kw < KW; ++kw)
+#pragma unroll
+                    for (int p = 0; p < PIX; ++p)
+                        acc[o][r][p] = fmaf(w[o][kh * KW + kw], in[Win::offset + p * STRIDE + kw], acc[o][r][p]);
         }
     }
+}
+
+/// Filters oc…oc+OC−1 for input channel `ci` of their group (w [C_OUT][GROUP_IN][KH][KW]).
+template <int KH, int KW, int GROUP_IN, int OC>
+__device__ __forceinline__ void load_filters(float (&f)[OC][KH * KW], const float* w, int oc, int ci)
+{
+#pragma unroll
+    for (int o = 0; o < OC; ++o)
+#pragma unroll
+        for (int i = 0; i < KH * KW; ++i) f[o][i] = __ldg(w + (1LL * (oc + o) * GROUP_IN + ci) * KH * KW + i);
 }
 
 /// Output row `oh` of y's row `row` (an (image, output channel) pair), columns ow…ow+PIX−1:
@@ -131,59 +142,71 @@ __device__ __forceinline__ void store(float* y, long long row, int y_row_stride,
 
 }  // namespace depthwise
 
-/// x [B, C, H, W] as `planes` = B·C planes; w [C·m, 1, KH, KW]; y rows (b, c·m + j) = plane·m + j
-/// of OH·OW outputs, y_row_stride apart. `vectors`: bits 0-1, log2 of x's copy size in floats
-/// (4, 8 or 16 bytes); bits 2-3, of y's store size.
-template <int KH, int KW, int STRIDE, int PAD, int BLOCK_H, int BLOCK_W, int PLANES, int THREADS, int STEP_ROWS>
+/// x [B, C, H, W] as `planes` = B·C planes, groups of GROUP_IN consecutive channels; w [C_OUT,
+/// GROUP_IN, KH, KW]; y rows (b, g·group_out + j) = (b·C / GROUP_IN + g)·group_out + j of OH·OW
+/// outputs, y_row_stride apart (group_out a multiple of OC_STEP). `vectors`: bits 0-1, log2 of
+/// x's copy size in floats (4, 8 or 16 bytes); bits 2-3, of y's store size.
+template <int KH, int KW, int STRIDE, int PAD, int BLOCK_H, int BLOCK_W, int PLANES, int THREADS, int STEP_ROWS,
+          int GROUP_IN, int OC_STEP>
 __device__ __forceinline__ void conv2d_bn_silu_depthwise_forward(const float* x, const float* w, const float* bn_scale,
                                                                  const float* bn_shift, float* y, long long planes,
-                                                                 int C, int H, int W, int OH, int OW, int multiplier,
+                                                                 int C, int H, int W, int OH, int OW, int group_out,
                                                                  int y_row_stride, int vectors)
 {
     using namespace depthwise;
     using Win = Window<KH, KW, STRIDE, PAD, BLOCK_H, BLOCK_W, STEP_ROWS>;
     static_assert(BLOCK_W % PIX == 0 && BLOCK_H % STEP_ROWS == 0, "a block's tile is whole thread steps");
-    constexpr int per_plane = THREADS / PLANES, across = BLOCK_W / PIX, down = per_plane / across;
-    static_assert(THREADS % PLANES == 0 && per_plane % across == 0 && down >= 1 && down <= BLOCK_H / STEP_ROWS,
-                  "the threads of a plane cover its tile's columns and share its rows");
+    // A group's threads: `across` columns × `down` row steps × `lanes` shares of its outputs.
+    constexpr int per_group = THREADS / PLANES, across = BLOCK_W / PIX, steps = BLOCK_H / STEP_ROWS;
+    constexpr int down = per_group / across < steps ? per_group / across : steps, lanes = per_group / (across * down);
+    static_assert(THREADS % PLANES == 0 && down >= 1 && per_group % (across * down) == 0,
+                  "the threads of a group cover its tile's columns, then its row steps, then its outputs");
 
-    const Origin o{1LL * blockIdx.x * PLANES, static_cast<int>(blockIdx.y) * BLOCK_H,
+    const Origin o{1LL * blockIdx.x * PLANES * GROUP_IN, static_cast<int>(blockIdx.y) * BLOCK_H,
                    static_cast<int>(blockIdx.z) * BLOCK_W};
-    extern __shared__ __align__(16) float window[];  // [PLANES][Win::rows][Win::pitch]
+    extern __shared__ __align__(16) float window[];  // [PLANES · GROUP_IN][Win::rows][Win::pitch]
+    constexpr int staged = PLANES * GROUP_IN;
     switch (vectors & 3) {
-        case 2: stage<Win, PLANES, THREADS, STRIDE, PAD, 16>(window, x, o, planes, H, W); break;
-        case 1: stage<Win, PLANES, THREADS, STRIDE, PAD, 8>(window, x, o, planes, H, W); break;
-        default: stage<Win, PLANES, THREADS, STRIDE, PAD, 4>(window, x, o, planes, H, W);
+        case 2: stage<Win, staged, THREADS, STRIDE, PAD, 16>(window, x, o, planes, H, W); break;
+        case 1: stage<Win, staged, THREADS, STRIDE, PAD, 8>(window, x, o, planes, H, W); break;
+        default: stage<Win, staged, THREADS, STRIDE, PAD, 4>(window, x, o, planes, H, W);
     }
     const int y_bytes = 4 << (vectors >> 2 & 3);
 
-    // This thread: plane `plane` of the block, output columns ow0 + PIX·column…, row steps from
-    // `first_step` on, `down` steps apart.
-    const int plane = threadIdx.x / per_plane, column = threadIdx.x % per_plane % across,
-              first_step = threadIdx.x % per_plane / across;
-    const long long global_plane = o.plane0 + plane;
-    const int channel = static_cast<int>(global_plane % C);
+    // This thread: group `unit` of the block, output columns ow0 + PIX·column…, row steps from
+    // `first_step` on, `down` steps apart, the group's outputs from OC_STEP·lane on, `lanes`
+    // steps apart.
+    const int unit = threadIdx.x / per_group, in_group = threadIdx.x % per_group, column = in_group % across,
+              first_step = in_group / across % down, lane = in_group / (across * down);
+    const long long group = 1LL * blockIdx.x * PLANES + unit;  // (image, group of the image)
+    const int oc0 = static_cast<int>(group % (C / GROUP_IN)) * group_out;
     kjit::copy_wait<0>();
     __syncthreads();
-    if (global_plane >= planes) return;
+    if (group >= planes / GROUP_IN) return;
 
-    const float* mine = window + plane * Win::floats + PIX * STRIDE * column;
-    for (int j = 0; j < multiplier; ++j) {
-        const int oc = channel * multiplier + j;
-        float filter[KH * KW];
-#pragma unroll
-        for (int i = 0; i < KH * KW; ++i) filter[i] = __ldg(w + 1LL * oc * KH * KW + i);
-        const float scale = __ldg(bn_scale + oc), shift = __ldg(bn_shift + oc);
-        for (int step = first_step; step < BLOCK_H / STEP_ROWS; step += down) {
+    const float* mine = window + unit * GROUP_IN * Win::floats + PIX * STRIDE * column;
+    for (int j = OC_STEP * lane; j < group_out; j += OC_STEP * lanes) {
+        float filters[OC_STEP][KH * KW];
+        if constexpr (GROUP_IN == 1) load_filters<KH, KW, GROUP_IN>(filters, w, oc0 + j, 0);  // once for every step
+        for (int step = first_step; step < steps; step += down) {
             const int oh = o.oh0 + STEP_ROWS * step;
             if (oh >= OH) break;
-            float acc[STEP_ROWS][PIX];
-            convolve<Win, KH, KW, STRIDE>(acc, filter, mine + STEP_ROWS * STRIDE * step * Win::pitch);
+            float acc[OC_STEP][STEP_ROWS][PIX] = {};
+#pragma unroll 1
+            for (int ci = 0; ci < GROUP_IN; ++ci) {
+                if constexpr (GROUP_IN > 1) load_filters<KH, KW, GROUP_IN>(filters, w, oc0 + j, ci);
+                convolve<Win, KH, KW, STRIDE>(acc, filters,
+                                              mine + ci * Win::floats + STEP_ROWS * STRIDE * step * Win::pitch);
+            }
 #pragma unroll
-            for (int r = 0; r < STEP_ROWS; ++r)
-                if (oh + r < OH)
-                    store(y, global_plane * multiplier + j, y_row_stride, oh + r, OW, o.ow0 + PIX * column, acc[r],
-                          scale, shift, y_bytes);
+            for (int c = 0; c < OC_STEP; ++c) {
+                const float scale = __ldg(bn_scale + oc0 + j + c), shift = __ldg(bn_shift + oc0 + j + c);
+#pragma unroll
+                for (int r = 0; r < STEP_ROWS; ++r)
+                    if (oh + r < OH)
+                        store(y, group * group_out + j + c, y_row_stride, oh + r, OW, o.ow0 + PIX * column, acc[c][r],
+                              scale, shift, y_bytes);
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 // kjit/conv.hpp — fused Conv2d + BatchNorm (inference) + SiLU: the tensor-core kernels (1×1 GEMM
-// and implicit GEMM), the direct kernel for depthwise and narrow groups, the dispatch between
+// and implicit GEMM), the depthwise kernel (depthwise layers and groups of up to 8 channels), the
+// direct kernel for the rest, the dispatch between
 // them, configurations as text for tuning, and a float64 CPU reference.
 #pragma once
 #include <cstdint>
@@ -92,19 +93,24 @@ struct DirectTiles {
 };
 
 /// Tile constants of the depthwise kernel: a block computes a block_h × block_w tile of the
-/// outputs of `planes` input planes (image, channel) with `threads` threads, each 2 rows × 4
-/// columns of outputs at a time.
+/// outputs of `planes` groups (image, group: one input plane for depthwise layers) with
+/// `threads` threads, each step_rows rows × 4 columns of outputs at a time.
 struct DepthwiseTiles {
     int block_h, block_w, planes, threads;
     int step_rows = 2;  ///< output rows a thread computes at a time (2 or 4), 4 columns each
     friend bool operator==(const DepthwiseTiles&, const DepthwiseTiles&) = default;
 
     /// Throws UsageError naming the rule these tiles break (step_rows 2 or 4, block_h a multiple
-    /// of it, block_w a multiple of 4, the threads of a plane covering its tile's columns and at
-    /// most its row steps, threads a multiple of 32 up to 1024).
+    /// of it, block_w a multiple of 4, the threads of a plane covering its tile's columns, then
+    /// its row steps or whole shares of its outputs, threads a multiple of 32 up to 1024).
     void validate() const;
-    /// Shared memory a block takes for this filter (its planes' input windows).
-    [[nodiscard]] unsigned shared_bytes(const Conv2dAttrs& attrs) const;
+    /// A group's threads: across its tile's columns, then its row steps, then as many shares
+    /// ("lanes") of its outputs as the threads left over make; 1 where they do not outnumber the
+    /// steps.
+    [[nodiscard]] int output_lanes() const;
+    /// Shared memory a block takes for this filter (its groups' input windows, `group_in` planes
+    /// each).
+    [[nodiscard]] unsigned shared_bytes(const Conv2dAttrs& attrs, int group_in = 1) const;
     /// The tiles dispatch and `kjit tune` consider: small tiles of many planes for small images,
     /// wide tiles of one or two planes for large ones.
     [[nodiscard]] static std::span<const DepthwiseTiles> configurations();
@@ -448,28 +454,45 @@ private:
     unsigned shared_bytes_;
 };
 
-/// Depthwise Conv2d (groups = C_IN, C_OUT = m·C_IN for a channel multiplier m; any kernel size,
-/// stride and padding, equal on both axes; dilation 1) + BN + SiLU in fp32, built for memory
-/// speed (kernels_src/conv2d_bn_silu_depthwise_forward.cu): each block stages its planes' input
-/// window with its halo in shared memory once (16- or 8-byte copies where x's rows take them
-/// whole), each thread reuses the input rows it reads across its outputs' windows, and y is
-/// written with 16- or 8-byte stores where its rows allow. Kernel size, stride and padding are
-/// compile-time constants of the kernel. Grid [⌈B·C_IN/planes⌉, ⌈OH/block_h⌉, ⌈OW/block_w⌉].
+/// The channels of one group the depthwise kernel sums and writes: `in` input planes each output
+/// reads (1 for depthwise, up to 32 for narrow groups) and `out` outputs (the channel multiplier
+/// for depthwise). The kernel computes up to 4 of a group's outputs at a time, as many as divide
+/// `out` and fit their filters in registers.
+struct DepthwiseGroup {
+    int in = 1, out = 1;
+    friend bool operator==(const DepthwiseGroup&, const DepthwiseGroup&) = default;
+
+    /// Outputs a thread computes at a time: the most of 4, 2, 1 that divide `out` with their
+    /// filters in at most 64 registers.
+    [[nodiscard]] int outputs_per_step(const Conv2dAttrs& attrs) const noexcept;
+};
+
+/// Depthwise Conv2d (groups = C_IN, C_OUT = m·C_IN for a channel multiplier m) and narrow groups
+/// (group.in channels a group, up to 32; any kernel size, stride and padding, equal on both axes;
+/// dilation 1) + BN + SiLU in fp32, built for memory speed
+/// (kernels_src/conv2d_bn_silu_depthwise_forward.cu): each block stages its groups' input windows
+/// with their halo in shared memory once (16- or 8-byte copies where x's rows take them whole),
+/// each thread reuses the input rows it reads across its outputs' windows and channels, and y is
+/// written with 16- or 8-byte stores where its rows allow. Kernel size, stride, padding and
+/// group.in are compile-time constants of the kernel. Grid [⌈B·groups/planes⌉, ⌈OH/block_h⌉,
+/// ⌈OW/block_w⌉].
 class Conv2dBnSiluDepthwiseForward final : public Conv2dOp {
 public:
     using KernelType =
         TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>, param<"bn_shift", float*>,
                     param<"y", float*>, param<"planes", std::int64_t>, param<"C", std::int32_t>,
                     param<"H", std::int32_t>, param<"W", std::int32_t>, param<"OH", std::int32_t>,
-                    param<"OW", std::int32_t>, param<"multiplier", std::int32_t>, param<"y_row_stride", std::int32_t>,
+                    param<"OW", std::int32_t>, param<"group_out", std::int32_t>, param<"y_row_stride", std::int32_t>,
                     param<"vectors", std::int32_t>>;
 
     /// Throws UsageError for invalid tiles, attributes the kernel does not take (dilation ≠ 1,
-    /// unequal strides or paddings), or a window over `max_shared_bytes`.
-    Conv2dBnSiluDepthwiseForward(const DepthwiseTiles& tiles, const Conv2dAttrs& attrs,
+    /// unequal strides or paddings), a group of more than 32 input channels, or a window over
+    /// `max_shared_bytes`.
+    Conv2dBnSiluDepthwiseForward(const DepthwiseTiles& tiles, const Conv2dAttrs& attrs, DepthwiseGroup group = {},
                                  int max_shared_bytes = default_max_shared_bytes);
 
     [[nodiscard]] const DepthwiseTiles& tiles() const noexcept { return tiles_; }
+    [[nodiscard]] const DepthwiseGroup& group() const noexcept { return group_; }
 
     void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
     [[nodiscard]] Dims grid(ShapeView output_shape) const override;
@@ -477,11 +500,15 @@ public:
 
 private:
     DepthwiseTiles tiles_;
+    DepthwiseGroup group_;
+    int outputs_per_step_;
     unsigned shared_bytes_;
 };
 
 /// Depthwise: one group per input channel (C_OUT a multiple of C_IN: the channel multiplier).
 [[nodiscard]] bool is_depthwise(const Conv2dAttrs& attrs, const Conv2dShape& shape) noexcept;
+/// A layer's group as the depthwise kernel takes it: C_IN / groups inputs, C_OUT / groups outputs.
+[[nodiscard]] DepthwiseGroup depthwise_group(const Conv2dAttrs& attrs, const Conv2dShape& shape) noexcept;
 /// Whether the op multiplies in TF32 on tensor cores (the GEMM kernels; on sm_80+ devices) rather
 /// than in fp32 (the direct and depthwise kernels): what its error against a float64 reference
 /// may be.
@@ -490,8 +517,9 @@ private:
 /// The op for a Conv2d + BN + SiLU layer: the 1×1 GEMM kernel for 1×1 / stride 1 / pad 0 /
 /// groups 1 (on a 9.0 device its TMA + wgmma form where TMA takes the shape:
 /// conv2d_tma_unsupported_reason); the implicit-GEMM kernel for other layers whose groups are wide enough for tensor
-/// cores; the direct kernel for depthwise and narrow groups. Tiles from a heuristic on the
-/// problem and device. Throws UsageError for attributes no kernel supports.
+/// cores; the depthwise kernel for depthwise layers and groups of up to 8 input channels (where
+/// a tile's windows fit); the direct kernel for the rest. Tiles from a heuristic on the problem
+/// and device. Throws UsageError for attributes no kernel supports.
 [[nodiscard]] std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                                 const DeviceTraits& device);
 /// Why dispatch_conv2d_bn_silu picks the kernel it does, in words ("the TMA + wgmma 1x1 kernel
@@ -523,7 +551,8 @@ enum class Conv2dLayout { nchw, nhwc };
 /// The configuration text of a conv op (what make_conv2d_bn_silu reads back).
 [[nodiscard]] std::string conv2d_bn_silu_config(const Conv2dOp& op);
 /// Every configuration worth trying for a layer on a device (what `kjit tune` times): for a
-/// layer of narrow groups, the direct kernel's and the implicit GEMM's alike.
+/// grouped layer, the depthwise kernel's tiles (up to 32 channels a group), the direct kernel's
+/// (fewer than 16 outputs a group) and the implicit GEMM's alike.
 [[nodiscard]] std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                                  const DeviceTraits& device);
 

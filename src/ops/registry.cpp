@@ -69,17 +69,23 @@ std::vector<Kernel> direct_configurations() {
     return kernels;
 }
 
-/// Kernel size, stride and padding are the depthwise kernel's constants: every tile
+/// Kernel size, stride, padding and group width are the depthwise kernel's constants: every tile
 /// configuration for the filters networks use most (MobileNet's 3×3, strides 1 and 2; ConvNeXt's
-/// 7×7). Others compile on first use.
+/// 7×7), and for ResNeXt-50's narrowest groups (3×3, strides 1 and 2, 4 and 8 channels a group)
+/// the tiles whose windows fit in 48 KB. Others compile on first use.
 std::vector<Kernel> depthwise_configurations() {
+    const Conv2dAttrs three_by_three_s2{
+        .kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1};
     std::vector<Kernel> kernels;
     for (const Conv2dAttrs& a :
-         {three_by_three,
-          Conv2dAttrs{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
-          Conv2dAttrs{.kernel_h = 7, .kernel_w = 7, .pad_h = 3, .pad_w = 3}})
+         {three_by_three, three_by_three_s2, Conv2dAttrs{.kernel_h = 7, .kernel_w = 7, .pad_h = 3, .pad_w = 3}})
         for (const auto& t : DepthwiseTiles::configurations())
             kernels.push_back(Conv2dBnSiluDepthwiseForward(t, a).kernel());
+    for (const Conv2dAttrs& a : {three_by_three, three_by_three_s2})
+        for (const int width : {4, 8})
+            for (const auto& t : DepthwiseTiles::configurations())
+                if (t.shared_bytes(a, width) <= 48 * 1024)
+                    kernels.push_back(Conv2dBnSiluDepthwiseForward(t, a, {.in = width, .out = width}).kernel());
     return kernels;
 }
 

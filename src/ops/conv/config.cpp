@@ -62,12 +62,8 @@ std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2d
         const Sm90Tiles t{take("BLOCK_M"), take("BLOCK_N"), take("STAGES"), take("GROUP_M", 8), take("SPLIT_K", 1)};
         op = detail::make_tma_conv(a, t, device, gather == 1);
     } else if (values.contains("PLANES")) {
-        require(is_depthwise(a, s),
-                "PLANES names the depthwise kernel, which takes groups = C_IN and C_OUT a multiple of C_IN; this layer "
-                "has {} groups, {} -> {} channels",
-                a.groups, s.c_in, s.c_out);
         const DepthwiseTiles t{take("BLOCK_H"), take("BLOCK_W"), take("PLANES"), take("THREADS"), take("STEP_ROWS", 2)};
-        op = std::make_unique<Conv2dBnSiluDepthwiseForward>(t, a, device.max_shared_bytes);
+        op = std::make_unique<Conv2dBnSiluDepthwiseForward>(t, a, depthwise_group(a, s), device.max_shared_bytes);
     } else if (values.contains("BLOCK_OC")) {
         const int oc = take("BLOCK_OC"), ow = take("BLOCK_OW");
         op = std::make_unique<Conv2dBnSiluDirectForward>(oc, ow, a, s, device.max_shared_bytes);
@@ -116,15 +112,17 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
                                                    const DeviceTraits& device) {
     const auto chosen = dispatch_conv2d_bn_silu(a, s, device);
     std::vector<std::string> list;
-    if (dynamic_cast<const Conv2dBnSiluDepthwiseForward*>(chosen.get())) {
+    const auto depthwise_tiles = [&] {
         for (const auto& t : DepthwiseTiles::configurations())
-            if (t.shared_bytes(a) <= static_cast<unsigned>(device.max_shared_bytes))
+            if (t.shared_bytes(a, s.c_in / a.groups) <= static_cast<unsigned>(device.max_shared_bytes))
                 list.push_back(depthwise_config(t));
-        return list;
-    }
-    // Narrow groups (fewer than 16 outputs a group): the direct kernel's tiles and, below, the
-    // implicit GEMM's per-group tiles — which of the two is faster depends on the shape, and
-    // `kjit tune` and the bench time both.
+    };
+    // Grouped layers: the depthwise kernel summing each group's planes (up to 32 a group) —
+    // alone for depthwise layers where a tile fits — for groups of fewer than 16 outputs the
+    // direct kernel's tiles, and below, the implicit GEMM's per-group tiles: which is fastest
+    // depends on the shape; `kjit tune` and the bench time all.
+    if (a.groups > 1 && s.c_in / a.groups <= 32) depthwise_tiles();
+    if (is_depthwise(a, s) && !list.empty()) return list;
     const bool narrow_groups = a.groups > 1 && s.c_out / a.groups < 16;
     if (narrow_groups || dynamic_cast<const Conv2dBnSiluDirectForward*>(chosen.get()))
         for (const auto& t : Conv2dBnSiluDirectForward::configurations()) list.push_back(direct_config(t));

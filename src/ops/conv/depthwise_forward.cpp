@@ -30,21 +30,27 @@ void DepthwiseTiles::validate() const {
             "{} rows x 4 columns at a time",
             block_h, step_rows, block_w, step_rows);
     require(threads % 32 == 0 && threads <= 1024, "THREADS = {} must be a multiple of 32, at most 1024", threads);
-    const int across = block_w / pixels_per_step, per_plane = threads_per_plane(*this);
+    const int across = block_w / pixels_per_step, per_plane = threads_per_plane(*this), steps = block_h / step_rows;
     require(threads % planes == 0 && per_plane % across == 0,
             "THREADS / PLANES = {} / {} must be a whole multiple of BLOCK_W / 4 = {}: a plane's threads cover its "
             "tile's columns",
             threads, planes, across);
-    require(per_plane / across <= block_h / step_rows,
-            "{} threads per plane over {} columns leave some without rows: BLOCK_H = {} has {} steps of {} rows",
-            per_plane, across, block_h, block_h / step_rows, step_rows);
+    require(per_plane / across <= steps || per_plane % (across * steps) == 0,
+            "{} threads per plane over {} columns and {} steps of {} rows (BLOCK_H = {}) leave some without work: "
+            "threads beyond the steps share the group's outputs, a whole multiple of {} threads",
+            per_plane, across, steps, step_rows, block_h, across * steps);
 }
 
-unsigned DepthwiseTiles::shared_bytes(const Conv2dAttrs& a) const {
+int DepthwiseTiles::output_lanes() const {
+    const int per_plane = threads_per_plane(*this), across = block_w / pixels_per_step, steps = block_h / step_rows;
+    return per_plane / across <= steps ? 1 : per_plane / (across * steps);
+}
+
+unsigned DepthwiseTiles::shared_bytes(const Conv2dAttrs& a, int group_in) const {
     const int offset = (4 - a.pad_w % 4) % 4;
     const int rows = (block_h - 1) * a.stride_h + a.kernel_h;
     const int pitch = ceil_div(offset + (block_w - 1) * a.stride_w + a.kernel_w, 4) * 4;
-    return static_cast<unsigned>(4LL * planes * rows * pitch);
+    return static_cast<unsigned>(4LL * planes * group_in * rows * pitch);
 }
 
 std::span<const DepthwiseTiles> DepthwiseTiles::configurations() {
@@ -65,6 +71,11 @@ std::span<const DepthwiseTiles> DepthwiseTiles::configurations() {
                         if (t.shared_bytes({.kernel_h = 7, .kernel_w = 7, .pad_h = 3, .pad_w = 3}) <= 48 * 1024)
                             l.push_back(t);
                     }
+        // For narrow groups, whose windows are a group's planes: one or two groups a block, the
+        // threads beyond its row steps sharing its outputs.
+        for (const DepthwiseTiles& t : {DepthwiseTiles{8, 8, 1, 128, 2}, DepthwiseTiles{8, 8, 2, 128, 2},
+                                        DepthwiseTiles{16, 16, 1, 128, 2}, DepthwiseTiles{16, 32, 1, 128, 2}})
+            l.push_back(t);
         return l;
     }();
     return list;
@@ -74,46 +85,78 @@ bool is_depthwise(const Conv2dAttrs& a, const Conv2dShape& s) noexcept {
     return a.groups == s.c_in && a.groups > 0 && s.c_out % s.c_in == 0;
 }
 
+int DepthwiseGroup::outputs_per_step(const Conv2dAttrs& a) const noexcept {
+    for (int n : {4, 2})
+        if (out % n == 0 && n * a.kernel_h * a.kernel_w <= 64) return n;
+    return 1;
+}
+
+DepthwiseGroup depthwise_group(const Conv2dAttrs& a, const Conv2dShape& s) noexcept {
+    return {s.c_in / a.groups, s.c_out / a.groups};
+}
+
 bool conv2d_rounds_to_tf32(const Conv2dOp& op) noexcept {
     return !dynamic_cast<const Conv2dBnSiluDepthwiseForward*>(&op) &&
            !dynamic_cast<const Conv2dBnSiluDirectForward*>(&op);
 }
 
 namespace {
-Conv2dBnSiluDepthwiseForward::KernelType depthwise_kernel(const DepthwiseTiles& t, const Conv2dAttrs& a) {
+constexpr int max_group_in = 32;
+
+Conv2dBnSiluDepthwiseForward::KernelType depthwise_kernel(const DepthwiseTiles& t, const Conv2dAttrs& a,
+                                                          const DepthwiseGroup& g) {
     t.validate();
     detail::require_general_attrs(a);
-    return {"conv2d_bn_silu_depthwise_forward",
-            {{"KH", std::int64_t{a.kernel_h}},
-             {"KW", std::int64_t{a.kernel_w}},
-             {"STRIDE", std::int64_t{a.stride_h}},
-             {"PAD", std::int64_t{a.pad_h}},
-             {"BLOCK_H", std::int64_t{t.block_h}},
-             {"BLOCK_W", std::int64_t{t.block_w}},
-             {"PLANES", std::int64_t{t.planes}},
-             {"THREADS", std::int64_t{t.threads}},
-             {"STEP_ROWS", std::int64_t{t.step_rows}}},
-            static_cast<unsigned>(t.threads)};
+    require(
+        g.in >= 1 && g.in <= max_group_in && g.out >= 1,
+        "the depthwise kernel sums groups of 1 to {} input channels into 1 or more outputs; this group has {} -> {}",
+        max_group_in, g.in, g.out);
+    KernelSpec spec{"conv2d_bn_silu_depthwise_forward",
+                    {{"KH", std::int64_t{a.kernel_h}},
+                     {"KW", std::int64_t{a.kernel_w}},
+                     {"STRIDE", std::int64_t{a.stride_h}},
+                     {"PAD", std::int64_t{a.pad_h}},
+                     {"BLOCK_H", std::int64_t{t.block_h}},
+                     {"BLOCK_W", std::int64_t{t.block_w}},
+                     {"PLANES", std::int64_t{t.planes}},
+                     {"THREADS", std::int64_t{t.threads}},
+                     {"STEP_ROWS", std::int64_t{t.step_rows}},
+                     {"GROUP_IN", std::int64_t{g.in}},
+                     {"OC_STEP", std::int64_t{g.outputs_per_step(a)}}},
+                    Conv2dBnSiluDepthwiseForward::KernelType::signature(),
+                    static_cast<unsigned>(t.threads)};
+    // Where a thread holds 4 outputs' filters (narrow groups), or a 7×7 filter across two steps
+    // in blocks of 256 threads, ptxas otherwise trades spills for occupancy (80 registers and
+    // spills where 96 fit; the 7×7 tiles on sm_80). The other depthwise tiles keep ptxas' choice:
+    // their occupancy hides their memory latency.
+    if (g.in > 1 || (a.kernel_h * a.kernel_w > 25 && t.threads > 128)) spec.min_blocks_per_multiprocessor = 1;
+    return Conv2dBnSiluDepthwiseForward::KernelType(Kernel(std::move(spec)));
 }
 }  // namespace
 
 Conv2dBnSiluDepthwiseForward::Conv2dBnSiluDepthwiseForward(const DepthwiseTiles& tiles, const Conv2dAttrs& attrs,
-                                                           int max_shared_bytes)
-    : Conv2dOp(depthwise_kernel(tiles, attrs), attrs), tiles_(tiles), shared_bytes_(tiles.shared_bytes(attrs)) {
-    require(shared_bytes_ <= static_cast<unsigned>(max_shared_bytes),
-            "a {}x{} filter's input window with BLOCK_H {}, BLOCK_W {} and {} planes takes {} bytes of shared memory: "
-            "the target allows {}. Use smaller tiles",
-            attrs.kernel_h, attrs.kernel_w, tiles.block_h, tiles.block_w, tiles.planes, shared_bytes_,
-            max_shared_bytes);
+                                                           DepthwiseGroup group, int max_shared_bytes)
+    : Conv2dOp(depthwise_kernel(tiles, attrs, group), attrs),
+      tiles_(tiles),
+      group_(group),
+      outputs_per_step_(group.outputs_per_step(attrs)),
+      shared_bytes_(tiles.shared_bytes(attrs, group.in)) {
+    require(
+        shared_bytes_ <= static_cast<unsigned>(max_shared_bytes),
+        "a {}x{} filter's input windows with BLOCK_H {}, BLOCK_W {}, {} groups of {} planes take {} bytes of shared "
+        "memory: the target allows {}. Use smaller tiles",
+        attrs.kernel_h, attrs.kernel_w, tiles.block_h, tiles.block_w, tiles.planes, group.in, shared_bytes_,
+        max_shared_bytes);
 }
 
 void Conv2dBnSiluDepthwiseForward::pack_args(const OpCall& call, ArgVisitor& visitor) const {
     const auto conv = detail::resolve_conv_call(attrs(), call);
     const Conv2dShape& s = conv.shape;
-    require(is_depthwise(attrs(), s),
-            "the depthwise kernel takes groups = C_IN and C_OUT a multiple of C_IN; this call has {} groups, {} -> {} "
-            "channels",
-            attrs().groups, s.c_in, s.c_out);
+    require(s.c_in == attrs().groups * group_.in && s.c_out % attrs().groups == 0 &&
+                (s.c_out / attrs().groups) % outputs_per_step_ == 0,
+            "this depthwise kernel takes groups of {} input channels and a multiple of {} outputs; this call has {} "
+            "groups, {} -> {} channels",
+            group_.in, outputs_per_step_, attrs().groups, s.c_in, s.c_out);
     detail::visit_conv_tensors(call, visitor);
     // log2 of the widest access (in floats: 1, 2 or 4) that rows of `width` floats starting at
     // `p` take whole.
@@ -124,14 +167,14 @@ void Conv2dBnSiluDepthwiseForward::pack_args(const OpCall& call, ArgVisitor& vis
     const int x_copy = widest(call.inputs[0].data, s.width);
     const int y_store = std::min(widest(call.output, conv.ow), widest(call.output, call.output_row_stride));
     visitor.visit_i64(1LL * s.batch * s.c_in);
-    for (int v : {s.c_in, s.height, s.width, conv.oh, conv.ow, s.c_out / s.c_in, call.output_row_stride})
+    for (int v : {s.c_in, s.height, s.width, conv.oh, conv.ow, s.c_out / attrs().groups, call.output_row_stride})
         visitor.visit_i32(v);
     visitor.visit_i32(x_copy | y_store << 2);
 }
 
 Dims Conv2dBnSiluDepthwiseForward::grid(ShapeView output_shape) const {
     detail::check_rank4(output_shape, "output y");
-    const std::size_t planes = output_shape[0] * static_cast<std::size_t>(attrs().groups);  // B·C_IN
+    const std::size_t planes = output_shape[0] * static_cast<std::size_t>(attrs().groups);  // B·groups
     const std::size_t rows = ceil_div<std::size_t>(output_shape[2], tiles_.block_h),
                       columns = ceil_div<std::size_t>(output_shape[3], tiles_.block_w);
     require(rows <= 65535 && columns <= 65535, "grid ({} row tiles, {} column tiles) exceeds CUDA's 65535 on y/z", rows,

@@ -1,4 +1,4 @@
-// The direct conv op (depthwise, narrow groups): its tile rules, its shared-memory plan, grid and
+// The direct conv op (the fallback for grouped layers the other kernels leave): its tile rules, its shared-memory plan, grid and
 // argument order.
 #include <algorithm>
 

@@ -176,6 +176,15 @@ std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, cons
     return best;
 }
 
+/// The depthwise kernel takes depthwise layers and groups of up to 8 input channels, each
+/// output summing its group's planes: measured on the H200 (2026-12-04, ResNeXt-50's 3×3 layers
+/// of 32 groups), 1.3–6.3× faster than the implicit GEMM's best tile on groups of 4 and 8
+/// channels; on groups of 16 the two are within 1.08–1.34× either way, on 32 the GEMM is
+/// 1.35–1.95× faster.
+bool depthwise_kernel_layer(const Conv2dAttrs& a, const Conv2dShape& s) {
+    return is_depthwise(a, s) || (a.groups > 1 && s.c_in / a.groups <= 8);
+}
+
 /// Tensor cores pay when each group's GEMM is at least one MMA step deep (K ≥ 16) and a few
 /// channels wide: measured on the H200 (2026-12-04, ResNeXt-50's 3×3 layers of 32 groups), the
 /// implicit GEMM's 16-wide tiles ran groups of 4 and 8 output channels 1.04–5× faster than the
@@ -194,35 +203,46 @@ bool tensor_core_layer(const Conv2dAttrs& a, const Conv2dShape& s) {
 /// run at once (as many as the threads and shared memory allow) go in rounds, each a memory
 /// round trip plus its threads' chains of FMAs (~32 clocks a tap of each output a thread
 /// computes): fewer outputs a thread, more threads to hide the latency. Nothing is faster than
-/// the card's bandwidth: x and y once, ~4 floats a clock per SM. Fitted to two H200 runs of
-/// every tile on the 28 depthwise bench rows (2026-12-04): all but dw 3x3 s2 192 @28 b32 within
-/// 1.15x of the best (there its 4-row steps leave 768 blocks, 26% occupancy by ncu, too few
-/// warps to hide the memory latency; 2-row steps' 1536 blocks reach 49%).
-DepthwiseTiles best_depthwise(const Conv2dAttrs& a, const Conv2dShape& s, int oh, int ow, const DeviceTraits& device) {
-    const long long planes = 1LL * s.batch * s.c_in;
-    const int multiplier = s.c_out / s.c_in, taps = a.kernel_h * a.kernel_w;
-    const double floor = (1.0 * planes * s.height * s.width + 1.0 * planes * multiplier * oh * ow) / 4.0 /
+/// the card's bandwidth: x and y once, ~4 floats a clock per SM — of the SMs the grid fills.
+/// A narrow group's output reads group.in planes. Fitted to three H200 runs of every tile on the
+/// 28 depthwise and the 6 narrow-group bench rows (2026-12-04): all but dw 3x3 s2 192 @28 b32
+/// within 1.15x of the best (there its 4-row steps leave 768 blocks, 26% occupancy by ncu, too
+/// few warps to hide the memory latency; 2-row steps' 1536 blocks reach 49%).
+std::optional<DepthwiseTiles> best_depthwise(const Conv2dAttrs& a, const Conv2dShape& s, int oh, int ow,
+                                             const DeviceTraits& device) {
+    const DepthwiseGroup group = depthwise_group(a, s);
+    const long long groups = 1LL * s.batch * a.groups;
+    const int taps = a.kernel_h * a.kernel_w * group.in;  // each output's FMAs
+    const double floor = (1.0 * groups * group.in * s.height * s.width + 1.0 * groups * group.out * oh * ow) / 4.0 /
                          device.multiprocessors;
     const int span_chunks = ceil_div((4 - a.pad_w % 4) % 4 + 3 * a.stride_w + a.kernel_w, 4);
     std::optional<std::pair<DepthwiseTiles, std::pair<double, double>>> best;
     for (const auto& t : DepthwiseTiles::configurations()) {
-        const unsigned shared = t.shared_bytes(a);
+        const unsigned shared = t.shared_bytes(a, group.in);
         if (shared > static_cast<unsigned>(device.max_shared_bytes)) continue;
-        const long long blocks = ceil_div<long long>(planes, t.planes) * ceil_div(oh, t.block_h) *
+        const long long blocks = ceil_div<long long>(groups, t.planes) * ceil_div(oh, t.block_h) *
                                  ceil_div(ow, t.block_w);
         const long long per_sm = ceil_div<long long>(blocks, device.multiprocessors);
         const long long at_once = std::max<long long>(
             1, std::min<long long>({2048 / t.threads, device.max_shared_bytes / std::max(shared, 1u), 32, per_sm}));
-        const double outputs = 1.0 * t.planes * t.block_h * t.block_w * multiplier;
-        const double loads = 1.0 * ((t.step_rows - 1) * a.stride_h + a.kernel_h) * span_chunks / (4.0 * t.step_rows);
+        const double outputs = 1.0 * t.planes * t.block_h * t.block_w * group.out;
+        const double loads = 1.0 * ((t.step_rows - 1) * a.stride_h + a.kernel_h) * span_chunks * group.in /
+                             (4.0 * t.step_rows);
         const double work = per_sm * (shared / 8.0 + outputs * (taps / 128.0 + loads / 8.0 + 0.02));
-        const double per_thread = outputs / t.threads;
+        // Output lanes beyond the group's steps of outputs idle: worth it only where the grid
+        // would leave SMs idle otherwise (small layers at batch 1), not where few working threads
+        // a block must hide the memory latency.
+        const int lanes = t.output_lanes(), busy = std::min(lanes, group.out / group.outputs_per_step(a));
+        if (busy < lanes && per_sm > 8) continue;
+        const double per_thread = outputs / (1.0 * t.threads * busy / lanes);
         const double rounds = ceil_div(per_sm, at_once) * (3000.0 + 32.0 * taps * per_thread);
         // Where the bandwidth bounds several tiles alike, the one with less work beside it.
-        const std::pair cost{std::max({floor, work, rounds}), work};
+        // A grid of fewer blocks than SMs reaches the bandwidth of the SMs it fills.
+        const double fill = std::min<double>(1.0, 1.0 * blocks / device.multiprocessors);
+        const std::pair cost{std::max({floor / fill, work, rounds}), work};
         if (!best || cost < best->second) best = std::pair{t, cost};
     }
-    require(best.has_value(), "no depthwise tile's input window fits this device's shared memory");
+    if (!best) return std::nullopt;
     return best->first;
 }
 
@@ -231,6 +251,10 @@ DepthwiseTiles best_depthwise(const Conv2dAttrs& a, const Conv2dShape& s, int oh
 std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s,
                                                   const DeviceTraits& device) {
     const auto [oh, ow] = conv2d_output_size(a, s);  // throws for attributes no kernel takes
+    // Where no tile's windows fit in shared memory (filters of dozens of taps), the kernels below.
+    if (const auto tiles = depthwise_kernel_layer(a, s) ? best_depthwise(a, s, oh, ow, device) : std::nullopt)
+        return std::make_unique<Conv2dBnSiluDepthwiseForward>(*tiles, a, depthwise_group(a, s),
+                                                              device.max_shared_bytes);
     if (tensor_core_layer(a, s)) {
         const auto sm80 = best_sm80(a, s, oh, ow, device);
         std::string why_not;
@@ -239,9 +263,6 @@ std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Co
         require(sm80.has_value(), "no GEMM configuration fits this device's shared memory");
         return detail::make_gemm_conv(a, sm80->tiles, device.max_shared_bytes, sm80->split_k);
     }
-    if (is_depthwise(a, s))
-        return std::make_unique<Conv2dBnSiluDepthwiseForward>(best_depthwise(a, s, oh, ow, device), a,
-                                                              device.max_shared_bytes);
     // Direct: pixels per block from the row width; channels per block shrink until the grid
     // covers the device twice.
     const int block_ow = ow >= 48 ? 64 : ow >= 24 ? 32 : 16;
@@ -295,7 +316,11 @@ std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& a, const Conv2dSha
                (why.empty() ? "the cost model estimates it faster for this layer than TMA's boxes" : why);
     }
     if (name == "conv2d_bn_silu_depthwise_forward")
-        return "the depthwise kernel (fp32): each block's input window in shared memory, read once";
+        return is_depthwise(a, s) ? "the depthwise kernel (fp32): each block's input window in shared memory, read once"
+                                  : fmt::format(
+                                        "the depthwise kernel (fp32), each output summing its group's {} planes: "
+                                        "groups of 8 or fewer channels are too narrow for tensor cores",
+                                        s.c_in / a.groups);
     if (name == "conv2d_bn_silu_direct_forward")
         return "the direct kernel: each group's GEMM is too thin for tensor cores";
     const std::string mainloop = device.arch.number() >= 80 ? "the sm80 mainloop (cp.async + mma.sync)"

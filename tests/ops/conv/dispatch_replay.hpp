@@ -41,7 +41,8 @@ ReplayResult replay_dispatch(const std::string& path, Pick pick) {
         REQUIRE(timed.contains(picked));  // dispatch picks among the candidates the bench times
         const double ratio = timed[picked].get<double>() / r["best_us"].get<double>();
         if (ratio > 1.15)
-            out.over.push_back(fmt::format("{} b{} {:.2f}x", r["layer"].get<std::string>(), s.batch, ratio));
+            out.over.push_back(
+                fmt::format("{} b{} {:.2f}x [{}]", r["layer"].get<std::string>(), s.batch, ratio, picked));
         ++out.rows;
     }
     return out;

@@ -321,13 +321,51 @@ TEST_CASE("depthwise kernel: every configuration on 3x3, 5x5 and strided 7x7 lay
     const int max_shared = Device::get(0).max_shared_bytes_per_block();
     for (const auto& t : test::configurations_to_test(DepthwiseTiles::configurations()))
         for (const auto& c : layers) {
-            const Conv2dBnSiluDepthwiseForward op(t, c.attrs, max_shared);
+            const Conv2dBnSiluDepthwiseForward op(t, c.attrs, depthwise_group(c.attrs, c.shape), max_shared);
             CAPTURE(op.kernel().id());
             CAPTURE(c.name);
             const Outcome o = run(op, c, rng());
             CAPTURE(o.error);
             check(o, 1e-5);
         }
+}
+
+TEST_CASE("depthwise kernel on narrow groups: each output sums its group's planes, every configuration that fits") {
+    auto grouped = [](int k, int stride, int pad, int groups) {
+        return Conv2dAttrs{.kernel_h = k,
+                           .kernel_w = k,
+                           .stride_h = stride,
+                           .stride_w = stride,
+                           .pad_h = pad,
+                           .pad_w = pad,
+                           .groups = groups};
+    };
+    const std::vector<Case> layers = {
+        {"g8 3x3 p1, 16 -> 32 (2 -> 4 a group), 14x14, B=3", grouped(3, 1, 1, 8), {3, 16, 14, 14, 32}},
+        {"g4 3x3 s2 p1, 32 -> 32 (8 -> 8), 13x13, x off 4 bytes, rows padded",
+         grouped(3, 2, 1, 4),
+         {2, 32, 13, 13, 32},
+         3,
+         1},
+        {"g2 5x5 p2, 64 -> 6 (32 -> 3), 9x11", grouped(5, 1, 2, 2), {1, 64, 9, 11, 6}},
+        {"g16 1x1, 48 -> 16 (3 -> 1), 28x28, B=5", grouped(1, 1, 0, 16), {5, 48, 28, 28, 16}},
+        {"g5 7x7 s2 p3, 20 -> 10 (4 -> 2), 57x57", grouped(7, 2, 3, 5), {1, 20, 57, 57, 10}},
+    };
+    const int max_shared = Device::get(0).max_shared_bytes_per_block();
+    int runs = 0;
+    for (const auto& c : layers)
+        for (const auto& t : test::configurations_to_test(DepthwiseTiles::configurations())) {
+            const DepthwiseGroup group = depthwise_group(c.attrs, c.shape);
+            if (t.shared_bytes(c.attrs, group.in) > static_cast<unsigned>(max_shared)) continue;
+            const Conv2dBnSiluDepthwiseForward op(t, c.attrs, group, max_shared);
+            CAPTURE(op.kernel().id());
+            CAPTURE(c.name);
+            const Outcome o = run(op, c, rng());
+            CAPTURE(o.error);
+            check(o, 1e-5);
+            ++runs;
+        }
+    CHECK(runs >= 5);
 }
 
 namespace {

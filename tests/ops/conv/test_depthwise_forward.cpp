@@ -22,7 +22,7 @@ const Conv2dAttrs dw3s2{
 
 TEST_CASE("depthwise op: filter and tiles as kernel constants, its window, grid and argument order") {
     const Conv2dBnSiluDepthwiseForward op({16, 32, 2, 128}, dw3s2);
-    CHECK(op.kernel().id() == "conv2d_bn_silu_depthwise_forward__f32__3__3__2__1__16__32__2__128__2");
+    CHECK(op.kernel().id() == "conv2d_bn_silu_depthwise_forward__f32__3__3__2__1__16__32__2__128__2__1__1");
     CHECK(op.block() == Dims{128, 1, 1});
     // Per plane 33 input rows ((16 − 1)·2 + 3) of 68 floats: the window's (32 − 1)·2 + 3 = 65
     // columns start 3 floats into their 16-byte chunk (padding 1), rounded up to whole chunks.
@@ -76,8 +76,12 @@ TEST_CASE("depthwise tiles and attributes are validated, naming the rule") {
               Conv2dBnSiluDepthwiseForward({16, 32, 1, 128, 3}, dw);
           }).find("a thread's step is 2 or 4 output rows") != std::string::npos);
     CHECK(error_of([&] {
-              Conv2dBnSiluDepthwiseForward({8, 8, 8, 128, 4}, dw);  // 16 threads a plane, 2 steps of 4 rows
-          }).find("leave some without rows: BLOCK_H = 8 has 2 steps of 4 rows") != std::string::npos);
+              Conv2dBnSiluDepthwiseForward({12, 8, 1, 128}, dw);  // 128 threads over 2 columns × 6 steps
+          }).find("leave some without work") != std::string::npos);
+    // Threads beyond the row steps share the outputs: 16 threads a plane over 2 columns × 2 steps
+    // of 4 rows make 4 lanes.
+    CHECK(DepthwiseTiles{8, 8, 8, 128, 4}.output_lanes() == 4);
+    CHECK(DepthwiseTiles{16, 32, 2, 128}.output_lanes() == 1);
     CHECK(error_of([&] {
               Conv2dBnSiluDepthwiseForward({16, 30, 1, 128}, dw);
           }).find("multiple of 4") != std::string::npos);
@@ -87,9 +91,7 @@ TEST_CASE("depthwise tiles and attributes are validated, naming the rule") {
     CHECK(error_of([&] {
               Conv2dBnSiluDepthwiseForward({16, 64, 3, 128}, dw);
           }).find("BLOCK_W / 4 = 16") != std::string::npos);
-    CHECK(error_of([&] {
-              Conv2dBnSiluDepthwiseForward({4, 32, 1, 128}, dw);
-          }).find("leave some without rows") != std::string::npos);
+
     Conv2dAttrs dilated = dw;
     dilated.dilation_h = 2;
     CHECK(error_of([&] {
@@ -102,9 +104,12 @@ TEST_CASE("depthwise tiles and attributes are validated, naming the rule") {
           }).find("one stride and one padding") != std::string::npos);
     const Conv2dAttrs huge{.kernel_h = 31, .kernel_w = 31, .pad_h = 15, .pad_w = 15, .groups = 8};
     CHECK(error_of([&] {
-              Conv2dBnSiluDepthwiseForward({32, 64, 1, 128}, huge, 16 * 1024);
+              Conv2dBnSiluDepthwiseForward({32, 64, 1, 128}, huge, {}, 16 * 1024);
           }).find("Use smaller tiles") != std::string::npos);
-    // A call whose channels are not depthwise for these attributes is refused at packing.
+    CHECK(error_of([&] {
+              Conv2dBnSiluDepthwiseForward({16, 32, 2, 128}, dw, {.in = 33, .out = 1});
+          }).find("groups of 1 to 32 input channels") != std::string::npos);
+    // A call whose groups are not the op's is refused at packing.
     const Conv2dBnSiluDepthwiseForward op({16, 32, 2, 128}, dw);
     const Shape x{1, 16, 16, 16}, y{1, 16, 16, 16};  // 8 groups of 2 channels
     const Tensor in[] = {{fake(0x100), x}};
@@ -112,7 +117,26 @@ TEST_CASE("depthwise tiles and attributes are validated, naming the rule") {
     Recorder r;
     CHECK(error_of([&] {
               op.pack_args({in, params, fake(0x500), y, 256}, r);
-          }).find("C_OUT a multiple of C_IN") != std::string::npos);
+          }).find("takes groups of 1 input channels and a multiple of 1 outputs; this call has 8 groups, 16 -> 16") !=
+          std::string::npos);
+    // Groups of 2 -> 4 channels: 4 outputs a step (4 filters of 9 taps in registers); a call with
+    // 2 outputs a group is refused.
+    const Conv2dBnSiluDepthwiseForward grouped({16, 32, 2, 128}, dw, {.in = 2, .out = 4});
+    CHECK(grouped.kernel().id().ends_with("__2__4"));
+    CHECK(grouped.shared_bytes_for_launch(0) == 2 * op.shared_bytes_for_launch(0));
+    Recorder rg;
+    grouped.pack_args({in, params, fake(0x500), Shape{1, 32, 16, 16}, 256}, rg);
+    CHECK(rg.i(11) == 4);                                         // outputs a group
+    CHECK(grouped.grid(Shape{3, 32, 16, 16}) == Dims{12, 1, 1});  // 3 images × 8 groups, 2 a block
+    CHECK(error_of([&] {
+              grouped.pack_args({in, params, fake(0x500), y, 256}, r);
+          }).find("a multiple of 4 outputs") != std::string::npos);
+    // A 7x7 filter's 49 taps: one output a step.
+    CHECK(Conv2dBnSiluDepthwiseForward({16, 32, 2, 128}, {.kernel_h = 7, .kernel_w = 7, .pad_h = 3, .pad_w = 3},
+                                       {.in = 2, .out = 4})
+              .kernel()
+              .id()
+              .ends_with("__2__1"));
 }
 
 TEST_CASE("depthwise configurations: each valid, distinct, and each fits a 3x3 and a 7x7 window in 48 KB") {
@@ -160,6 +184,7 @@ TEST_CASE("depthwise: dispatch's pick, the configuration text both ways, and wha
     CHECK(error_of([&] {
               (void)make_conv2d_bn_silu({.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1}, s,
                                         "BLOCK_H=16 BLOCK_W=32 PLANES=2 THREADS=128", h200);
-          }).find("PLANES names the depthwise kernel") != std::string::npos);
+          }).find("groups of 1 to 32 input channels into 1 or more outputs; this group has 96 -> 96") !=
+          std::string::npos);
     CHECK(conv2d_bn_silu_dispatch_reason(dw, s, h200).find("depthwise kernel") != std::string::npos);
 }

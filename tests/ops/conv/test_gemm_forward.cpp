@@ -173,9 +173,20 @@ TEST_CASE("every configuration of the conv kernels compiles for sm_80, sm_87 and
                 if (k.only_for()) ++arch_specific;
                 else kernels.push_back(std::move(k));
             }
+    // The depthwise kernel: 3x3 s1 and s2 and 7x7 on every tile; ResNeXt's 3x3 groups of 4 and
+    // 8 channels (strides 1 and 2) on the tiles whose windows fit in 48 KB.
+    std::size_t grouped = 0;
+    for (const int stride : {1, 2})
+        for (const int width : {4, 8})
+            for (const auto& t : DepthwiseTiles::configurations())
+                grouped +=
+                    t.shared_bytes(
+                        {.kernel_h = 3, .kernel_w = 3, .stride_h = stride, .stride_w = stride, .pad_h = 1, .pad_w = 1},
+                        width) <= 48 * 1024;
+    CHECK(grouped >= 8);
     REQUIRE(kernels.size() == 2 * GemmTiles::configurations().size() +
                                   Conv2dBnSiluDirectForward::configurations().size() +
-                                  3 * DepthwiseTiles::configurations().size());  // 3x3 s1 and s2, 7x7
+                                  3 * DepthwiseTiles::configurations().size() + grouped);
     REQUIRE(arch_specific == 4 * Sm90Tiles::configurations().size());
     struct Job {
         const Kernel* kernel;
