@@ -459,6 +459,7 @@ private:
 /// for depthwise). The kernel computes up to 4 of a group's outputs at a time, as many as divide
 /// `out` and fit their filters in registers.
 struct DepthwiseGroup {
+    static constexpr int max_in = 32;  ///< the most input channels a group the kernel takes
     int in = 1, out = 1;
     friend bool operator==(const DepthwiseGroup&, const DepthwiseGroup&) = default;
 
@@ -501,7 +502,6 @@ public:
 private:
     DepthwiseTiles tiles_;
     DepthwiseGroup group_;
-    int outputs_per_step_;
     unsigned shared_bytes_;
 };
 

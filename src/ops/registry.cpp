@@ -111,9 +111,11 @@ const KernelFamily families[] = {
      "the same on channels-last tensors: im2col TMA boxes, both wgmma operands from shared memory (sm_90a only)",
      hopper_conv_configurations<Conv2dBnSiluNhwcTmaForward>},
     {"conv2d_bn_silu_depthwise_forward",
-     "depthwise Conv2d + BatchNorm + SiLU in fp32 at memory speed (3x3 s1/s2 and 7x7 listed; any filter on use)",
+     "depthwise and narrow-group Conv2d + BatchNorm + SiLU in fp32 at memory speed (3x3 s1/s2 and 7x7 listed, "
+     "and ResNeXt's 3x3 groups of 4 and 8; any filter and group of up to 32 on use)",
      depthwise_configurations},
-    {"conv2d_bn_silu_direct_forward", "Conv2d + BatchNorm + SiLU computed directly in fp32 (narrow groups)",
+    {"conv2d_bn_silu_direct_forward",
+     "Conv2d + BatchNorm + SiLU computed directly in fp32 (grouped layers the other kernels leave)",
      direct_configurations},
     {"add", "y = a + b (residual connections)", single_configuration<AddOp>},
     {"concat_channels", "one input of a concatenation along channels", single_configuration<ConcatChannelsOp, 1>},

@@ -112,16 +112,17 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
                                                    const DeviceTraits& device) {
     const auto chosen = dispatch_conv2d_bn_silu(a, s, device);
     std::vector<std::string> list;
+    const int group_in = depthwise_group(a, s).in;
     const auto depthwise_tiles = [&] {
         for (const auto& t : DepthwiseTiles::configurations())
-            if (t.shared_bytes(a, s.c_in / a.groups) <= static_cast<unsigned>(device.max_shared_bytes))
+            if (t.shared_bytes(a, group_in) <= static_cast<unsigned>(device.max_shared_bytes))
                 list.push_back(depthwise_config(t));
     };
     // Grouped layers: the depthwise kernel summing each group's planes (up to 32 a group) —
     // alone for depthwise layers where a tile fits — for groups of fewer than 16 outputs the
     // direct kernel's tiles, and below, the implicit GEMM's per-group tiles: which is fastest
     // depends on the shape; `kjit tune` and the bench time all.
-    if (a.groups > 1 && s.c_in / a.groups <= 32) depthwise_tiles();
+    if (a.groups > 1 && group_in <= DepthwiseGroup::max_in) depthwise_tiles();
     if (is_depthwise(a, s) && !list.empty()) return list;
     const bool narrow_groups = a.groups > 1 && s.c_out / a.groups < 16;
     if (narrow_groups || dynamic_cast<const Conv2dBnSiluDirectForward*>(chosen.get()))

@@ -16,7 +16,8 @@ using detail::require;
 namespace {
 constexpr int pixels_per_step = 4;  // the kernel's PIX
 
-/// Threads of one plane: its tile's columns in steps of 4, times the row steps they share.
+/// Threads of one plane (a group's planes for narrow groups): its tile's columns in steps of 4,
+/// times the row steps they share, times its output lanes.
 int threads_per_plane(const DepthwiseTiles& t) { return t.threads / std::max(t.planes, 1); }
 }  // namespace
 
@@ -101,16 +102,14 @@ bool conv2d_rounds_to_tf32(const Conv2dOp& op) noexcept {
 }
 
 namespace {
-constexpr int max_group_in = 32;
-
 Conv2dBnSiluDepthwiseForward::KernelType depthwise_kernel(const DepthwiseTiles& t, const Conv2dAttrs& a,
                                                           const DepthwiseGroup& g) {
     t.validate();
     detail::require_general_attrs(a);
     require(
-        g.in >= 1 && g.in <= max_group_in && g.out >= 1,
+        g.in >= 1 && g.in <= DepthwiseGroup::max_in && g.out >= 1,
         "the depthwise kernel sums groups of 1 to {} input channels into 1 or more outputs; this group has {} -> {}",
-        max_group_in, g.in, g.out);
+        DepthwiseGroup::max_in, g.in, g.out);
     KernelSpec spec{"conv2d_bn_silu_depthwise_forward",
                     {{"KH", std::int64_t{a.kernel_h}},
                      {"KW", std::int64_t{a.kernel_w}},
@@ -139,7 +138,6 @@ Conv2dBnSiluDepthwiseForward::Conv2dBnSiluDepthwiseForward(const DepthwiseTiles&
     : Conv2dOp(depthwise_kernel(tiles, attrs, group), attrs),
       tiles_(tiles),
       group_(group),
-      outputs_per_step_(group.outputs_per_step(attrs)),
       shared_bytes_(tiles.shared_bytes(attrs, group.in)) {
     require(
         shared_bytes_ <= static_cast<unsigned>(max_shared_bytes),
@@ -152,11 +150,12 @@ Conv2dBnSiluDepthwiseForward::Conv2dBnSiluDepthwiseForward(const DepthwiseTiles&
 void Conv2dBnSiluDepthwiseForward::pack_args(const OpCall& call, ArgVisitor& visitor) const {
     const auto conv = detail::resolve_conv_call(attrs(), call);
     const Conv2dShape& s = conv.shape;
+    const int outputs_per_step = group_.outputs_per_step(attrs());
     require(s.c_in == attrs().groups * group_.in && s.c_out % attrs().groups == 0 &&
-                (s.c_out / attrs().groups) % outputs_per_step_ == 0,
+                (s.c_out / attrs().groups) % outputs_per_step == 0,
             "this depthwise kernel takes groups of {} input channels and a multiple of {} outputs; this call has {} "
             "groups, {} -> {} channels",
-            group_.in, outputs_per_step_, attrs().groups, s.c_in, s.c_out);
+            group_.in, outputs_per_step, attrs().groups, s.c_in, s.c_out);
     detail::visit_conv_tensors(call, visitor);
     // log2 of the widest access (in floats: 1, 2 or 4) that rows of `width` floats starting at
     // `p` take whole.

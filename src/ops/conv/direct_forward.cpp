@@ -1,5 +1,5 @@
-// The direct conv op (the fallback for grouped layers the other kernels leave): its tile rules, its shared-memory plan, grid and
-// argument order.
+// The direct conv op (the fallback for grouped layers the other kernels leave): its tile rules,
+// its shared-memory plan, grid and argument order.
 #include <algorithm>
 
 #include <fmt/format.h>

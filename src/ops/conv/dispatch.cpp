@@ -236,9 +236,9 @@ std::optional<DepthwiseTiles> best_depthwise(const Conv2dAttrs& a, const Conv2dS
         if (busy < lanes && per_sm > 8) continue;
         const double per_thread = outputs / (1.0 * t.threads * busy / lanes);
         const double rounds = ceil_div(per_sm, at_once) * (3000.0 + 32.0 * taps * per_thread);
-        // Where the bandwidth bounds several tiles alike, the one with less work beside it.
         // A grid of fewer blocks than SMs reaches the bandwidth of the SMs it fills.
         const double fill = std::min<double>(1.0, 1.0 * blocks / device.multiprocessors);
+        // Where the bandwidth bounds several tiles alike, the one with less work beside it.
         const std::pair cost{std::max({floor / fill, work, rounds}), work};
         if (!best || cost < best->second) best = std::pair{t, cost};
     }
