@@ -3,13 +3,16 @@
 // with the same plan, each output summing its group's planes. A depthwise output costs 2·KH·KW
 // FLOP and 8 bytes of traffic, so the job is to read each input element once, keep its halo in
 // shared memory, and write each output once.
-//   block:  PLANES groups (image, group) × one BLOCK_H × BLOCK_W tile of their outputs; the
-//           tile's input window of each of the groups' GROUP_IN planes staged once (cp.async of
-//           16 bytes where x's rows are whole 16-byte chunks, 8 or 4 otherwise), zero-filled at
-//           the padding, then used by every output channel of the group
+//   block:  PLANES groups (image, group) × one BLOCK_H × BLOCK_W tile of their outputs; with
+//           STAGED, the tile's input window of each of the groups' GROUP_IN planes staged once
+//           (cp.async of 16 bytes where x's rows are whole 16-byte chunks, 8 or 4 otherwise),
+//           zero-filled at the padding, then used by every output channel of the group; without
+//           it (small images, where staging's copies, barrier and halo cost more than they save),
+//           each thread reads its window rows from x itself, through L1, masked at the padding
 //   thread: OC_STEP output channels × STEP_ROWS × PIX outputs at a time (PIX along W, STEP_ROWS
-//           along H): each input row of their window read once from shared memory in 16-byte
-//           pieces and used by every output row and channel it feeds; the filters in registers.
+//           along H): each input row of their window read once (from shared memory in 16-byte
+//           pieces, or from x) and used by every output row and channel it feeds; the filters in
+//           registers.
 //           Taller steps reuse each row more (a 7×7 filter's 4-row step reads 10 rows for 16
 //           outputs, a 2-row step 8 for 8), more channels a step reuse it across filters
 //   store:  BN + SiLU, 16- or 8-byte stores where y's rows allow
@@ -74,21 +77,54 @@ __device__ __forceinline__ void stage(float* window, const float* x, const Origi
     kjit::copy_commit();
 }
 
-/// acc[o][r][p] += Σ over filter o of w · x, for output rows r and columns p of one thread step
-/// and each of OC filters: `rows` is one plane's window at the first input row and chunk the step
-/// reads; each row read once serves every filter.
-template <class Win, int KH, int KW, int STRIDE, int OC>
-__device__ __forceinline__ void convolve(float (&acc)[OC][Win::step_rows][PIX], const float (&w)[OC][KH * KW],
-                                         const float* rows)
-{
-#pragma unroll
-    for (int ir = 0; ir < Win::row_span; ++ir) {
-        float in[Win::span_chunks * 4];
+/// A thread step's input rows from the staged window: `rows` is one plane's window at the step's
+/// first input row and chunk; row ir's span is read in 16-byte pieces.
+template <class Win>
+struct SharedRows {
+    const float* rows;
+
+    __device__ __forceinline__ void read(int ir, float (&in)[Win::span_chunks * 4]) const
+    {
 #pragma unroll
         for (int c = 0; c < Win::span_chunks; ++c) {
             const float4 v = reinterpret_cast<const float4*>(rows + ir * Win::pitch)[c];
             in[4 * c] = v.x, in[4 * c + 1] = v.y, in[4 * c + 2] = v.z, in[4 * c + 3] = v.w;
         }
+    }
+};
+
+/// A thread step's input rows straight from x: in[i] of row ir is the plane's element (ih0 + ir,
+/// iw0 + i), zero outside the image, as the window would hold it (iw0 is the window chunk's first
+/// column). Only the elements the filter reads are loaded: the indices are compile-time.
+template <class Win>
+struct GlobalRows {
+    const float* plane;
+    int ih0, iw0, H, W;
+
+    __device__ __forceinline__ void read(int ir, float (&in)[Win::span_chunks * 4]) const
+    {
+        const int ih = ih0 + ir;
+        const bool row_inside = static_cast<unsigned>(ih) < static_cast<unsigned>(H);
+#pragma unroll
+        for (int i = 0; i < Win::span_chunks * 4; ++i) {
+            const int iw = iw0 + i;
+            in[i] = row_inside && static_cast<unsigned>(iw) < static_cast<unsigned>(W) ? __ldg(plane + ih * W + iw)
+                                                                                       : 0.0f;
+        }
+    }
+};
+
+/// acc[o][r][p] += Σ over filter o of w · x, for output rows r and columns p of one thread step
+/// and each of OC filters, from the step's input rows (SharedRows or GlobalRows); each row read
+/// once serves every filter.
+template <class Win, int KH, int KW, int STRIDE, int OC, class Rows>
+__device__ __forceinline__ void convolve(float (&acc)[OC][Win::step_rows][PIX], const float (&w)[OC][KH * KW],
+                                         const Rows& rows)
+{
+#pragma unroll
+    for (int ir = 0; ir < Win::row_span; ++ir) {
+        float in[Win::span_chunks * 4];
+        rows.read(ir, in);
         // Input row ir is filter row ir − r·STRIDE of output row r.
 #pragma unroll
         for (int r = 0; r < Win::step_rows; ++r) {
@@ -147,7 +183,7 @@ __device__ __forceinline__ void store(float* y, long long row, int y_row_stride,
 /// outputs, y_row_stride apart (group_out a multiple of OC_STEP). `vectors`: bits 0-1, log2 of
 /// x's copy size in floats (4, 8 or 16 bytes); bits 2-3, of y's store size.
 template <int KH, int KW, int STRIDE, int PAD, int BLOCK_H, int BLOCK_W, int PLANES, int THREADS, int STEP_ROWS,
-          int GROUP_IN, int OC_STEP>
+          int GROUP_IN, int OC_STEP, bool STAGED>
 __device__ __forceinline__ void conv2d_bn_silu_depthwise_forward(const float* x, const float* w, const float* bn_scale,
                                                                  const float* bn_shift, float* y, long long planes,
                                                                  int C, int H, int W, int OH, int OW, int group_out,
@@ -166,11 +202,11 @@ __device__ __forceinline__ void conv2d_bn_silu_depthwise_forward(const float* x,
                    static_cast<int>(blockIdx.z) * BLOCK_W};
     extern __shared__ __align__(16) float window[];  // [PLANES · GROUP_IN][Win::rows][Win::pitch]
     constexpr int staged = PLANES * GROUP_IN;
-    switch (vectors & 3) {
-        case 2: stage<Win, staged, THREADS, STRIDE, PAD, 16>(window, x, o, planes, H, W); break;
-        case 1: stage<Win, staged, THREADS, STRIDE, PAD, 8>(window, x, o, planes, H, W); break;
-        default: stage<Win, staged, THREADS, STRIDE, PAD, 4>(window, x, o, planes, H, W);
-    }
+    if constexpr (STAGED) switch (vectors & 3) {
+            case 2: stage<Win, staged, THREADS, STRIDE, PAD, 16>(window, x, o, planes, H, W); break;
+            case 1: stage<Win, staged, THREADS, STRIDE, PAD, 8>(window, x, o, planes, H, W); break;
+            default: stage<Win, staged, THREADS, STRIDE, PAD, 4>(window, x, o, planes, H, W);
+        }
     const int y_bytes = 4 << (vectors >> 2 & 3);
 
     // This thread: group `unit` of the block, output columns ow0 + PIX·column…, row steps from
@@ -180,11 +216,20 @@ __device__ __forceinline__ void conv2d_bn_silu_depthwise_forward(const float* x,
               first_step = in_group / across % down, lane = in_group / (across * down);
     const long long group = 1LL * blockIdx.x * PLANES + unit;  // (image, group of the image)
     const int oc0 = static_cast<int>(group % (C / GROUP_IN)) * group_out;
-    kjit::copy_wait<0>();
-    __syncthreads();
+    if constexpr (STAGED) {
+        kjit::copy_wait<0>();
+        __syncthreads();
+    }
     if (group >= planes / GROUP_IN) return;
 
+    // Input channel ci's rows for row step `step`: from the window, or from x.
     const float* mine = window + unit * GROUP_IN * Win::floats + PIX * STRIDE * column;
+    const auto rows = [&](int ci, int step) {
+        if constexpr (STAGED) return SharedRows<Win>{mine + ci * Win::floats + STEP_ROWS * STRIDE * step * Win::pitch};
+        else
+            return GlobalRows<Win>{x + (group * GROUP_IN + ci) * H * W, (o.oh0 + STEP_ROWS * step) * STRIDE - PAD,
+                                   (o.ow0 + PIX * column) * STRIDE - PAD - Win::offset, H, W};
+    };
     for (int j = OC_STEP * lane; j < group_out; j += OC_STEP * lanes) {
         float filters[OC_STEP][KH * KW];
         if constexpr (GROUP_IN == 1) load_filters<KH, KW, GROUP_IN>(filters, w, oc0 + j, 0);  // once for every step
@@ -195,8 +240,7 @@ __device__ __forceinline__ void conv2d_bn_silu_depthwise_forward(const float* x,
 #pragma unroll 1
             for (int ci = 0; ci < GROUP_IN; ++ci) {
                 if constexpr (GROUP_IN > 1) load_filters<KH, KW, GROUP_IN>(filters, w, oc0 + j, ci);
-                convolve<Win, KH, KW, STRIDE>(acc, filters,
-                                              mine + ci * Win::floats + STEP_ROWS * STRIDE * step * Win::pitch);
+                convolve<Win, KH, KW, STRIDE>(acc, filters, rows(ci, step));
             }
 #pragma unroll
             for (int c = 0; c < OC_STEP; ++c) {

@@ -1,5 +1,5 @@
 // kjit/conv.hpp — fused Conv2d + BatchNorm (inference) + SiLU: the tensor-core kernels (1×1 GEMM
-// and implicit GEMM), the depthwise kernel (depthwise layers and groups of up to 8 channels), the
+// and implicit GEMM), the depthwise kernel (depthwise layers and groups of up to 16 channels), the
 // direct kernel for the rest, the dispatch between
 // them, configurations as text for tuning, and a float64 CPU reference.
 #pragma once
@@ -97,10 +97,13 @@ struct DirectTiles {
 /// `threads` threads, each step_rows rows × 4 columns of outputs at a time.
 struct DepthwiseTiles {
     int block_h, block_w, planes, threads;
-    int step_rows = 2;  ///< output rows a thread computes at a time (2 or 4), 4 columns each
+    int step_rows = 2;  ///< output rows a thread computes at a time (1, 2 or 4), 4 columns each
+    /// Whether a block stages its input windows in shared memory (else each thread reads its
+    /// rows from x through L1: for small images, whose windows are mostly halo).
+    bool staged = true;
     friend bool operator==(const DepthwiseTiles&, const DepthwiseTiles&) = default;
 
-    /// Throws UsageError naming the rule these tiles break (step_rows 2 or 4, block_h a multiple
+    /// Throws UsageError naming the rule these tiles break (step_rows 1, 2 or 4, block_h a multiple
     /// of it, block_w a multiple of 4, the threads of a plane covering its tile's columns, then
     /// its row steps or whole shares of its outputs, threads a multiple of 32 up to 1024).
     void validate() const;
@@ -109,7 +112,7 @@ struct DepthwiseTiles {
     /// steps.
     [[nodiscard]] int output_lanes() const;
     /// Shared memory a block takes for this filter (its groups' input windows, `group_in` planes
-    /// each).
+    /// each; none unstaged).
     [[nodiscard]] unsigned shared_bytes(const Conv2dAttrs& attrs, int group_in = 1) const;
     /// The tiles dispatch and `kjit tune` consider: small tiles of many planes for small images,
     /// wide tiles of one or two planes for large ones.
@@ -472,7 +475,8 @@ struct DepthwiseGroup {
 /// (group.in channels a group, up to 32; any kernel size, stride and padding, equal on both axes;
 /// dilation 1) + BN + SiLU in fp32, built for memory speed
 /// (kernels_src/conv2d_bn_silu_depthwise_forward.cu): each block stages its groups' input windows
-/// with their halo in shared memory once (16- or 8-byte copies where x's rows take them whole),
+/// with their halo in shared memory once (16- or 8-byte copies where x's rows take them whole) —
+/// or, on unstaged tiles (small images), each thread reads its window rows from x through L1 —
 /// each thread reuses the input rows it reads across its outputs' windows and channels, and y is
 /// written with 16- or 8-byte stores where its rows allow. Kernel size, stride, padding and
 /// group.in are compile-time constants of the kernel. Grid [⌈B·groups/planes⌉, ⌈OH/block_h⌉,
@@ -517,7 +521,7 @@ private:
 /// The op for a Conv2d + BN + SiLU layer: the 1×1 GEMM kernel for 1×1 / stride 1 / pad 0 /
 /// groups 1 (on a 9.0 device its TMA + wgmma form where TMA takes the shape:
 /// conv2d_tma_unsupported_reason); the implicit-GEMM kernel for other layers whose groups are wide enough for tensor
-/// cores; the depthwise kernel for depthwise layers and groups of up to 8 input channels (where
+/// cores; the depthwise kernel for depthwise layers and groups of up to 16 input channels (where
 /// a tile's windows fit); the direct kernel for the rest. Tiles from a heuristic on the problem
 /// and device. Throws UsageError for attributes no kernel supports.
 [[nodiscard]] std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,

@@ -71,7 +71,7 @@ std::vector<Kernel> direct_configurations() {
 
 /// Kernel size, stride, padding and group width are the depthwise kernel's constants: every tile
 /// configuration for the filters networks use most (MobileNet's 3×3, strides 1 and 2; ConvNeXt's
-/// 7×7), and for ResNeXt-50's narrowest groups (3×3, strides 1 and 2, 4 and 8 channels a group)
+/// 7×7), and for ResNeXt-50's narrow groups (3×3, strides 1 and 2, 4, 8 and 16 channels a group)
 /// the tiles whose windows fit in 48 KB. Others compile on first use.
 std::vector<Kernel> depthwise_configurations() {
     const Conv2dAttrs three_by_three_s2{
@@ -82,7 +82,7 @@ std::vector<Kernel> depthwise_configurations() {
         for (const auto& t : DepthwiseTiles::configurations())
             kernels.push_back(Conv2dBnSiluDepthwiseForward(t, a).kernel());
     for (const Conv2dAttrs& a : {three_by_three, three_by_three_s2})
-        for (const int width : {4, 8})
+        for (const int width : {4, 8, 16})
             for (const auto& t : DepthwiseTiles::configurations())
                 if (t.shared_bytes(a, width) <= 48 * 1024)
                     kernels.push_back(Conv2dBnSiluDepthwiseForward(t, a, {.in = width, .out = width}).kernel());
@@ -112,7 +112,7 @@ const KernelFamily families[] = {
      hopper_conv_configurations<Conv2dBnSiluNhwcTmaForward>},
     {"conv2d_bn_silu_depthwise_forward",
      "depthwise and narrow-group Conv2d + BatchNorm + SiLU in fp32 at memory speed (3x3 s1/s2 and 7x7 listed, "
-     "and ResNeXt's 3x3 groups of 4 and 8; any filter and group of up to 32 on use)",
+     "and ResNeXt's 3x3 groups of 4, 8 and 16; any filter and group of up to 32 on use)",
      depthwise_configurations},
     {"conv2d_bn_silu_direct_forward",
      "Conv2d + BatchNorm + SiLU computed directly in fp32 (grouped layers the other kernels leave)",

@@ -62,7 +62,13 @@ std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2d
         const Sm90Tiles t{take("BLOCK_M"), take("BLOCK_N"), take("STAGES"), take("GROUP_M", 8), take("SPLIT_K", 1)};
         op = detail::make_tma_conv(a, t, device, gather == 1);
     } else if (values.contains("PLANES")) {
-        const DepthwiseTiles t{take("BLOCK_H"), take("BLOCK_W"), take("PLANES"), take("THREADS"), take("STEP_ROWS", 2)};
+        const int staged = take("STAGED", 1);
+        require(staged == 0 || staged == 1,
+                "STAGED takes 1 (input windows staged in shared memory) or 0 (each thread reads x itself); {} is "
+                "neither",
+                staged);
+        const DepthwiseTiles t{take("BLOCK_H"), take("BLOCK_W"),      take("PLANES"),
+                               take("THREADS"), take("STEP_ROWS", 2), staged == 1};
         op = std::make_unique<Conv2dBnSiluDepthwiseForward>(t, a, depthwise_group(a, s), device.max_shared_bytes);
     } else if (values.contains("BLOCK_OC")) {
         const int oc = take("BLOCK_OC"), ow = take("BLOCK_OW");
@@ -95,8 +101,8 @@ std::string direct_config(const DirectTiles& t) {
     return fmt::format("BLOCK_OC={} BLOCK_OW={}", t.block_oc, t.block_ow);
 }
 std::string depthwise_config(const DepthwiseTiles& t) {
-    return fmt::format("BLOCK_H={} BLOCK_W={} PLANES={} THREADS={} STEP_ROWS={}", t.block_h, t.block_w, t.planes,
-                       t.threads, t.step_rows);
+    return fmt::format("BLOCK_H={} BLOCK_W={} PLANES={} THREADS={} STEP_ROWS={}{}", t.block_h, t.block_w, t.planes,
+                       t.threads, t.step_rows, t.staged ? "" : " STAGED=0");
 }
 }  // namespace
 

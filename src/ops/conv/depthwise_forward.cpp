@@ -25,7 +25,8 @@ void DepthwiseTiles::validate() const {
     require(block_h > 0 && block_w > 0 && planes > 0 && threads > 0,
             "depthwise tile constants must be positive: BLOCK_H {}, BLOCK_W {}, PLANES {}, THREADS {}", block_h,
             block_w, planes, threads);
-    require(step_rows == 2 || step_rows == 4, "STEP_ROWS = {}: a thread's step is 2 or 4 output rows", step_rows);
+    require(step_rows == 1 || step_rows == 2 || step_rows == 4,
+            "STEP_ROWS = {}: a thread's step is 1, 2 or 4 output rows", step_rows);
     require(block_h % step_rows == 0 && block_w % pixels_per_step == 0,
             "BLOCK_H = {} must be a multiple of STEP_ROWS = {} and BLOCK_W = {} a multiple of 4: a thread computes "
             "{} rows x 4 columns at a time",
@@ -48,6 +49,7 @@ int DepthwiseTiles::output_lanes() const {
 }
 
 unsigned DepthwiseTiles::shared_bytes(const Conv2dAttrs& a, int group_in) const {
+    if (!staged) return 0;
     const int offset = (4 - a.pad_w % 4) % 4;
     const int rows = (block_h - 1) * a.stride_h + a.kernel_h;
     const int pitch = ceil_div(offset + (block_w - 1) * a.stride_w + a.kernel_w, 4) * 4;
@@ -77,6 +79,14 @@ std::span<const DepthwiseTiles> DepthwiseTiles::configurations() {
         for (const DepthwiseTiles& t : {DepthwiseTiles{8, 8, 1, 128, 2}, DepthwiseTiles{8, 8, 2, 128, 2},
                                         DepthwiseTiles{16, 16, 1, 128, 2}, DepthwiseTiles{16, 32, 1, 128, 2}})
             l.push_back(t);
+        // Unstaged, for images of ~7 to ~28 columns: a thread a step of 1 or 2 rows, every thread
+        // of a plane on its own step (more threads to hide L1's latency).
+        for (const auto& [h, w] : {std::pair{8, 8}, {16, 16}, {16, 32}})
+            for (int rows : {1, 2})
+                for (int threads : {128, 256}) {
+                    const int per_plane = w / pixels_per_step * (h / rows);
+                    if (per_plane <= threads) l.push_back({h, w, threads / per_plane, threads, rows, false});
+                }
         return l;
     }();
     return list;
@@ -121,7 +131,8 @@ Conv2dBnSiluDepthwiseForward::KernelType depthwise_kernel(const DepthwiseTiles& 
                      {"THREADS", std::int64_t{t.threads}},
                      {"STEP_ROWS", std::int64_t{t.step_rows}},
                      {"GROUP_IN", std::int64_t{g.in}},
-                     {"OC_STEP", std::int64_t{g.outputs_per_step(a)}}},
+                     {"OC_STEP", std::int64_t{g.outputs_per_step(a)}},
+                     {"STAGED", t.staged}},
                     Conv2dBnSiluDepthwiseForward::KernelType::signature(),
                     static_cast<unsigned>(t.threads)};
     // Where a thread holds 4 outputs' filters (narrow groups), or a 7×7 filter across two steps

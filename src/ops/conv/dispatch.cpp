@@ -176,13 +176,13 @@ std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, cons
     return best;
 }
 
-/// The depthwise kernel takes depthwise layers and groups of up to 8 input channels, each
+/// The depthwise kernel takes depthwise layers and groups of up to 16 input channels, each
 /// output summing its group's planes: measured on the H200 (2026-12-04, ResNeXt-50's 3×3 layers
 /// of 32 groups), 1.3–6.3× faster than the implicit GEMM's best tile on groups of 4 and 8
-/// channels; on groups of 16 the two are within 1.08–1.34× either way, on 32 the GEMM is
-/// 1.35–1.95× faster.
+/// channels; on groups of 16, 1.12–1.33× faster on three of the six rows (batch 8, and 512 @14
+/// at 32) and 1.09–1.21× slower on the other three; on 32 the GEMM is 1.5–2× faster.
 bool depthwise_kernel_layer(const Conv2dAttrs& a, const Conv2dShape& s) {
-    return is_depthwise(a, s) || (a.groups > 1 && s.c_in / a.groups <= 8);
+    return is_depthwise(a, s) || (a.groups > 1 && s.c_in / a.groups <= 16);
 }
 
 /// Tensor cores pay when each group's GEMM is at least one MMA step deep (K ≥ 16) and a few
@@ -217,6 +217,8 @@ std::optional<DepthwiseTiles> best_depthwise(const Conv2dAttrs& a, const Conv2dS
                          device.multiprocessors;
     const int span_chunks = ceil_div((4 - a.pad_w % 4) % 4 + 3 * a.stride_w + a.kernel_w, 4);
     std::optional<std::pair<DepthwiseTiles, std::pair<double, double>>> best;
+    // Copies of 16 bytes where x's rows are whole chunks, else 8 or 4 (x assumed aligned).
+    const int copy_bytes = s.width % 4 == 0 ? 16 : s.width % 2 == 0 ? 8 : 4;
     for (const auto& t : DepthwiseTiles::configurations()) {
         const unsigned shared = t.shared_bytes(a, group.in);
         if (shared > static_cast<unsigned>(device.max_shared_bytes)) continue;
@@ -226,9 +228,18 @@ std::optional<DepthwiseTiles> best_depthwise(const Conv2dAttrs& a, const Conv2dS
         const long long at_once = std::max<long long>(
             1, std::min<long long>({2048 / t.threads, device.max_shared_bytes / std::max(shared, 1u), 32, per_sm}));
         const double outputs = 1.0 * t.planes * t.block_h * t.block_w * group.out;
-        const double loads = 1.0 * ((t.step_rows - 1) * a.stride_h + a.kernel_h) * span_chunks * group.in /
-                             (4.0 * t.step_rows);
-        const double work = per_sm * (shared / 8.0 + outputs * (taps / 128.0 + loads / 8.0 + 0.02));
+        const int row_span = (t.step_rows - 1) * a.stride_h + a.kernel_h;
+        // Staged: the window's copies (narrower ones cost more than their bytes: squared, fitted)
+        // and its 16-byte shared loads. Unstaged: the same window's bytes into L1 (in whole
+        // sectors, a quarter of the copies' cost: fitted), and a 4-byte L1 load a clock for each
+        // element a step's rows span.
+        DepthwiseTiles as_staged = t;
+        as_staged.staged = true;
+        const double window = as_staged.shared_bytes(a, group.in) / 8.0;
+        const double staging = t.staged ? window * (16.0 / copy_bytes) * (16.0 / copy_bytes) : window / 4.0;
+        const double loads = t.staged ? row_span * span_chunks / 8.0 : row_span * (3.0 * a.stride_w + a.kernel_w);
+        const double work = per_sm *
+                            (staging + outputs * (taps / 128.0 + loads * group.in / (4.0 * t.step_rows) + 0.02));
         // Output lanes beyond the group's steps of outputs idle: worth it only where the grid
         // would leave SMs idle otherwise (small layers at batch 1), not where few working threads
         // a block must hide the memory latency.
@@ -316,10 +327,11 @@ std::string conv2d_bn_silu_dispatch_reason(const Conv2dAttrs& a, const Conv2dSha
                (why.empty() ? "the cost model estimates it faster for this layer than TMA's boxes" : why);
     }
     if (name == "conv2d_bn_silu_depthwise_forward")
-        return is_depthwise(a, s) ? "the depthwise kernel (fp32): each block's input window in shared memory, read once"
+        return is_depthwise(a, s) ? "the depthwise kernel (fp32): each input element read once a block (windows staged "
+                                    "in shared memory, small images through L1)"
                                   : fmt::format(
                                         "the depthwise kernel (fp32), each output summing its group's {} planes: "
-                                        "groups of 8 or fewer channels are too narrow for tensor cores",
+                                        "groups of 16 or fewer channels keep tensor cores mostly idle",
                                         s.c_in / a.groups);
     if (name == "conv2d_bn_silu_direct_forward")
         return "the direct kernel: each group's GEMM is too thin for tensor cores";

@@ -22,7 +22,7 @@ const Conv2dAttrs dw3s2{
 
 TEST_CASE("depthwise op: filter and tiles as kernel constants, its window, grid and argument order") {
     const Conv2dBnSiluDepthwiseForward op({16, 32, 2, 128}, dw3s2);
-    CHECK(op.kernel().id() == "conv2d_bn_silu_depthwise_forward__f32__3__3__2__1__16__32__2__128__2__1__1");
+    CHECK(op.kernel().id() == "conv2d_bn_silu_depthwise_forward__f32__3__3__2__1__16__32__2__128__2__1__1__true");
     CHECK(op.block() == Dims{128, 1, 1});
     // Per plane 33 input rows ((16 − 1)·2 + 3) of 68 floats: the window's (32 − 1)·2 + 3 = 65
     // columns start 3 floats into their 16-byte chunk (padding 1), rounded up to whole chunks.
@@ -43,6 +43,11 @@ TEST_CASE("depthwise op: filter and tiles as kernel constants, its window, grid 
     for (std::size_t k = 0; k < 7; ++k) CHECK(r.i(6 + k) == expected[k]);
     // W = 31: x's rows take 4-byte copies; y's rows (16 outputs, 228 apart) 16-byte stores.
     CHECK(r.i(13) == (0 | 2 << 2));
+    // Unstaged, the same tiles take no shared memory: each thread reads its rows from x.
+    const Conv2dBnSiluDepthwiseForward unstaged({16, 32, 2, 128, 2, false}, dw3s2);
+    CHECK(unstaged.kernel().id().ends_with("__1__1__false"));
+    CHECK(unstaged.shared_bytes_for_launch(0) == 0);
+    CHECK(unstaged.grid(y) == op.grid(y));
     ArgPack pack(op.kernel().params(), op.kernel().id());
     op.pack_args({in, params, fake(0x500), y, 228}, pack);
     pack.check_complete();
@@ -74,7 +79,7 @@ TEST_CASE("depthwise tiles and attributes are validated, naming the rule") {
           }).find("BLOCK_H = 15 must be a multiple of STEP_ROWS = 2") != std::string::npos);
     CHECK(error_of([&] {
               Conv2dBnSiluDepthwiseForward({16, 32, 1, 128, 3}, dw);
-          }).find("a thread's step is 2 or 4 output rows") != std::string::npos);
+          }).find("a thread's step is 1, 2 or 4 output rows") != std::string::npos);
     CHECK(error_of([&] {
               Conv2dBnSiluDepthwiseForward({12, 8, 1, 128}, dw);  // 128 threads over 2 columns × 6 steps
           }).find("leave some without work") != std::string::npos);
@@ -122,7 +127,7 @@ TEST_CASE("depthwise tiles and attributes are validated, naming the rule") {
     // Groups of 2 -> 4 channels: 4 outputs a step (4 filters of 9 taps in registers); a call with
     // 2 outputs a group is refused.
     const Conv2dBnSiluDepthwiseForward grouped({16, 32, 2, 128}, dw, {.in = 2, .out = 4});
-    CHECK(grouped.kernel().id().ends_with("__2__4"));
+    CHECK(grouped.kernel().id().ends_with("__2__4__true"));
     CHECK(grouped.shared_bytes_for_launch(0) == 2 * op.shared_bytes_for_launch(0));
     Recorder rg;
     grouped.pack_args({in, params, fake(0x500), Shape{1, 32, 16, 16}, 256}, rg);
@@ -136,26 +141,29 @@ TEST_CASE("depthwise tiles and attributes are validated, naming the rule") {
                                        {.in = 2, .out = 4})
               .kernel()
               .id()
-              .ends_with("__2__1"));
+              .ends_with("__2__1__true"));
 }
 
 TEST_CASE("depthwise configurations: each valid, distinct, and each fits a 3x3 and a 7x7 window in 48 KB") {
     const auto list = DepthwiseTiles::configurations();
     CHECK(list.size() >= 12);
-    std::set<std::tuple<int, int, int, int, int>> seen;
-    std::set<int> steps;
+    std::set<std::tuple<int, int, int, int, int, bool>> seen;
+    std::set<int> steps, unstaged_steps;
     for (const auto& t : list) {
         CAPTURE(t.block_h);
         CAPTURE(t.block_w);
         CAPTURE(t.planes);
         CAPTURE(t.threads);
         CAPTURE(t.step_rows);
+        CAPTURE(t.staged);
         CHECK_NOTHROW(t.validate());
-        CHECK(seen.insert({t.block_h, t.block_w, t.planes, t.threads, t.step_rows}).second);
-        steps.insert(t.step_rows);
+        CHECK(seen.insert({t.block_h, t.block_w, t.planes, t.threads, t.step_rows, t.staged}).second);
+        (t.staged ? steps : unstaged_steps).insert(t.step_rows);
         CHECK(t.shared_bytes({.kernel_h = 7, .kernel_w = 7, .pad_h = 3, .pad_w = 3}) <= 48u * 1024);
+        if (!t.staged) CHECK(t.shared_bytes({.kernel_h = 7, .kernel_w = 7, .pad_h = 3, .pad_w = 3}) == 0);
     }
     CHECK(steps == std::set{2, 4});  // kjit tune times both step heights
+    CHECK(unstaged_steps == std::set{1, 2});
 }
 
 TEST_CASE("depthwise: dispatch's pick, the configuration text both ways, and what it is told apart from") {
