@@ -89,7 +89,7 @@ struct Columns {
             }
         }
     };
-    __device__ __forceinline__ Loader loader(int tile_m, unsigned table) const { return {*this, tile_m, table}; }
+    __device__ __forceinline__ Loader loader(int tile_m, int, unsigned table) const { return {*this, tile_m, table}; }
 
     __device__ static gemm::sm90::PixelMajorFragments fragments(int, int, unsigned, gemm::sm90::ThreadPixels rows)
     {

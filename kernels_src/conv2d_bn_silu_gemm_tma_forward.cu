@@ -57,7 +57,7 @@ struct Columns {
                 kjit::tma_load(dst + i * slot_bytes, columns.x_map, boxes[i].m0, 32 * kt, boxes[i].b, bar);
         }
     };
-    __device__ __forceinline__ Loader loader(int tile_m, unsigned) const { return Loader(*this, tile_m); }
+    __device__ __forceinline__ Loader loader(int tile_m, int, unsigned) const { return Loader(*this, tile_m); }
     __device__ __forceinline__ void store(unsigned src, int tile_m, int i, int row0) const
     {
         const Box p = box(tile_m, i);
@@ -133,7 +133,7 @@ struct Columns {
                                columns.first_image(tile_m, 2 * c), bar);
         }
     };
-    __device__ __forceinline__ Loader loader(int tile_m, unsigned) const { return {*this, tile_m}; }
+    __device__ __forceinline__ Loader loader(int tile_m, int, unsigned) const { return {*this, tile_m}; }
 
     /// Box i of a tile, rows row0… of y, from its output box `src`: a warp's lanes hold
     /// consecutive rows, so each store runs along an image's pixels; none for idle rows or

@@ -75,7 +75,7 @@ struct Columns {
             kjit::tma_load(dst, w_map, s.c0, s.tap, row0, bar);
         }
     };
-    __device__ __forceinline__ Loader loader(int tile_m, unsigned) const
+    __device__ __forceinline__ Loader loader(int tile_m, int, unsigned) const
     {
         const int m0 = tile_m * BLOCK_M, plane = OH * OW, b = m0 / plane, oh = (m0 - b * plane) / OW;
         const int ow = m0 - b * plane - oh * OW;

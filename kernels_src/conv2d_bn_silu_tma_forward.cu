@@ -1,7 +1,10 @@
-// Fused Conv2d (any kernel size up to 64 taps, stride, padding; groups 1, dilation 1) + inference
+// Fused Conv2d (any kernel size up to 64 taps, stride, padding, groups; dilation 1) + inference
 // BatchNorm + SiLU on Hopper (sm_90a): the implicit GEMM of conv2d_bn_silu_forward.cu,
 //   Y[n, j] = silu(scale[n] · Σ_k W[n, k] · patch_j[k] + shift[n]),  k = (ci, kh, kw),
-// on the TMA + wgmma path (kjit/gemm_sm90.cuh). W is read in PyTorch's layout, K contiguous per
+// on the TMA + wgmma path (kjit/gemm_sm90.cuh). A grouped layer is one GEMM over every output
+// channel whose K is a group's (ci, kh, kw): a tile's channels lie in one group (BLOCK_N divides
+// the group's outputs) and its X boxes start at that group's first input channel; a group's K is
+// whole 32-wide steps, so no step reads another group's channels. W is read in PyTorch's layout, K contiguous per
 // output channel, so a K step is 32 consecutive (channel, tap) pairs; its X box is the input
 // patch its 32 output pixels see in the few channels those k touch, one TMA copy whose zero fill
 // pads it wherever it leaves the tensor. TMA starts a box at any row, negative ones included,
@@ -50,8 +53,15 @@ struct Patches {
     }
     /// Where the table ends: a policy's own shared memory follows (kjit::TapTable::bytes).
     __device__ __forceinline__ unsigned end(unsigned table) const { return table + 128 * period.d; }
-    /// The channel a K step's patch starts at.
+    /// The channel a K step's patch starts at, counted from the group's first.
     __device__ __forceinline__ int first_channel(int kt) const { return taps.div(32 * kt); }
+};
+
+/// Channels a group: a tile of output channels row0… reads the input channels of their group.
+struct Groups {
+    int in, out;
+
+    __device__ __forceinline__ int first_input(int row0) const { return row0 / out * in; }
 };
 
 /// A's elements of one tap box for this thread's two rows: pixel `half` reads, for a table entry,
@@ -126,6 +136,7 @@ struct Columns {
     kjit::TapBox patch;
     int boxes_w, boxes_per_image, pad, box_w_log2;
     conv_sm90::Patches patches;
+    conv_sm90::Groups groups;
 
     struct Box {
         int ow0, oh0, b;
@@ -179,8 +190,10 @@ struct Columns {
         const Columns& columns;
         Patch patch[BLOCK_M / 32];
         int image[BLOCK_M / 32];
+        int channel0;  // the tile's group's first input channel
 
-        __device__ __forceinline__ Loader(const Columns& c, int tile_m) : columns(c)
+        __device__ __forceinline__ Loader(const Columns& c, int tile_m, int row0)
+            : columns(c), channel0(c.groups.first_input(row0))
         {
 #pragma unroll
             for (int i = 0; i < BLOCK_M / 32; ++i) {
@@ -192,13 +205,16 @@ struct Columns {
         __device__ __forceinline__ unsigned x_tx_bytes() const { return BLOCK_M / 32 * columns.patch.bytes(); }
         __device__ __forceinline__ void load(unsigned dst, unsigned slot_bytes, int kt, unsigned bar) const
         {
-            const int c0 = columns.patches.first_channel(kt);
+            const int c0 = channel0 + columns.patches.first_channel(kt);
 #pragma unroll
             for (int i = 0; i < BLOCK_M / 32; ++i)
                 kjit::tma_load(dst + i * slot_bytes, columns.x_map, patch[i].iw, patch[i].ih, c0, image[i], bar);
         }
     };
-    __device__ __forceinline__ Loader loader(int tile_m, unsigned) const { return Loader(*this, tile_m); }
+    __device__ __forceinline__ Loader loader(int tile_m, int row0, unsigned) const
+    {
+        return Loader(*this, tile_m, row0);
+    }
     __device__ __forceinline__ void store(unsigned src, int tile_m, int i, int row0) const
     {
         const Box p = box(tile_m, i);
@@ -238,6 +254,7 @@ struct Columns {
     kjit::RowsBox patch;
     int boxes_per_image;
     conv_sm90::Patches patches;
+    conv_sm90::Groups groups;
 
     struct Box {
         int j0, b;
@@ -256,7 +273,8 @@ struct Columns {
     __device__ __forceinline__ int first_element(const Box& p) const { return max((p.j0 / OW) * stride - pad, 0) * W; }
     /// Where TMA starts the copy of channels c0… of a box whose patch starts at `first` in a
     /// plane, in the map's innermost dimension (a plane of H·W, or all C_IN of them): rounded down
-    /// to a 16-byte boundary.
+    /// to a 16-byte boundary. (A group's first channel moves the start by whole 16-byte steps:
+    /// groups of a multiple of 4 channels, so the consumers' offsets within the box hold.)
     __device__ __forceinline__ int load_start(int first, int c0) const
     {
         return ((patch.planes_apart ? c0 * H * W : 0) + first) & ~3;
@@ -295,9 +313,10 @@ struct Columns {
     struct Loader {
         const Columns& columns;
         unsigned boxes;  // (first element, image) of each box
+        int channel0;    // the tile's group's first input channel
 
-        __device__ __forceinline__ Loader(const Columns& c, int tile_m, unsigned table)
-            : columns(c), boxes(c.patches.end(table))
+        __device__ __forceinline__ Loader(const Columns& c, int tile_m, int row0, unsigned table)
+            : columns(c), boxes(c.patches.end(table)), channel0(c.groups.first_input(row0))
         {
             static_assert(BLOCK_M / 32 * 8 <= kjit::TapTable::rows_loader_bytes);
 #pragma unroll
@@ -310,7 +329,7 @@ struct Columns {
         __device__ __forceinline__ void load(unsigned dst, unsigned slot_bytes, int kt, unsigned bar) const
         {
             const Columns& c = columns;
-            const int c0 = c.patches.first_channel(kt);
+            const int c0 = channel0 + c.patches.first_channel(kt);
 #pragma unroll
             for (int i = 0; i < BLOCK_M / 32; ++i) {
                 const int2 box = kjit::load2_shared(boxes + 8 * i);
@@ -320,7 +339,10 @@ struct Columns {
             }
         }
     };
-    __device__ __forceinline__ Loader loader(int tile_m, unsigned table) const { return Loader(*this, tile_m, table); }
+    __device__ __forceinline__ Loader loader(int tile_m, int row0, unsigned table) const
+    {
+        return Loader(*this, tile_m, row0, table);
+    }
     __device__ __forceinline__ void store(unsigned src, int tile_m, int i, int row0) const
     {
         const Box p = box(tile_m, i);
@@ -345,13 +367,14 @@ template <int BLOCK_M, int BLOCK_N, int STAGES, int GROUP_M>
 __device__ __forceinline__ void conv2d_bn_silu_tma_forward(const kjit::TensorMap& x_map, const kjit::TensorMap& w_map,
                                                            const kjit::TensorMap& y_map, float* y,
                                                            const float* bn_scale, const float* bn_shift, int B,
-                                                           int C_IN, int H, int W, int C_OUT, int OH, int OW, int KH,
-                                                           int KW, int stride, int pad, int box_w, int box_rows,
-                                                           int box_channels, int planes_apart, int y_row_stride,
-                                                           int y_by_tma)
+                                                           int C_IN, int H, int W, int C_OUT, int groups, int OH,
+                                                           int OW, int KH, int KW, int stride, int pad, int box_w,
+                                                           int box_rows, int box_channels, int planes_apart,
+                                                           int y_row_stride, int y_by_tma)
 {
     constexpr kjit::Sm90Geometry G{BLOCK_M, BLOCK_N, STAGES};
-    const int taps = KH * KW, K = C_IN * taps;
+    const int taps = KH * KW, K = C_IN / groups * taps;  // a group's
+    const conv_sm90::Groups group_channels{C_IN / groups, C_OUT / groups};
     if (box_w > 0) {  // tap boxes
         const kjit::TapBox patch{box_w, box_channels, KH, KW, stride};
         const conv_sm90::Patches patches{
@@ -361,7 +384,7 @@ __device__ __forceinline__ void conv2d_bn_silu_tma_forward(const kjit::TensorMap
         const taps_sm90::Columns<BLOCK_M> columns{
             x_map,        y_map,         y,     B,       C_OUT,           OH,  OW,
             y_row_stride, y_by_tma != 0, patch, boxes_w, boxes_per_image, pad, __ffs(box_w) - 1,
-            patches};
+            patches,      group_channels};
         gemm::sm90::gemm_bn_silu<BLOCK_M, BLOCK_N, STAGES, GROUP_M>(
             columns, w_map, G.column_tiles(patch.boxes(B, OH, OW)), C_OUT, K, bn_scale, bn_shift);
     } else {  // whole rows, flattened
@@ -384,7 +407,8 @@ __device__ __forceinline__ void conv2d_bn_silu_tma_forward(const kjit::TensorMap
                                                   y_by_tma != 0,
                                                   patch,
                                                   kjit::ceil_div(OH * OW, 32),
-                                                  patches};
+                                                  patches,
+                                                  group_channels};
         gemm::sm90::gemm_bn_silu<BLOCK_M, BLOCK_N, STAGES, GROUP_M>(columns, w_map, G.column_tiles(B, OH * OW), C_OUT,
                                                                     K, bn_scale, bn_shift);
     }

@@ -265,9 +265,12 @@ public:
     Conv2dBnSiluGemmTmaForward(const Sm90Tiles& tiles, const DeviceTraits& device, float bn_eps = 1e-5f);
 };
 
-/// Conv2d (any kernel size up to 64 taps, stride, padding; ungrouped, dilation 1) + BN + SiLU on
+/// Conv2d (any kernel size up to 64 taps, stride, padding, groups; dilation 1) + BN + SiLU on
 /// Hopper (kernels_src/conv2d_bn_silu_tma_forward.cu): the implicit GEMM of Conv2dBnSiluForward on
-/// the TMA + wgmma path. W is read in place (K = C_IN·KH·KW per output channel); each K step's X
+/// the TMA + wgmma path. A grouped layer is one GEMM over every output channel, K a group's
+/// (C_IN/groups)·KH·KW — a multiple of 32, with C_IN/groups a multiple of 4 — and each tile's
+/// BLOCK_N channels in one group (calls whose groups a tile would straddle run on the sm80
+/// kernel). W is read in place (K = C_IN·KH·KW per output channel); each K step's X
 /// box is the input patch of 32 output pixels in the input channels the step's 32 k touch, one
 /// TMA copy whose zero fill pads it: where W is a multiple of 4, BOX_W pixels along a row ×
 /// 32/BOX_W rows (box_w > 0, chosen per shape); elsewhere (14×14, 10×10, 7×7 images) 32
@@ -278,18 +281,17 @@ public:
 /// else the kernel stores it itself (y_by_tma = 0, y_map empty).
 class Conv2dBnSiluTmaForward final : public TmaConvOp {
 public:
-    using KernelType =
-        TypedKernel<param<"x_map", TensorMap>, param<"w_map", TensorMap>, param<"y_map", TensorMap>, param<"y", float*>,
-                    param<"bn_scale", float*>, param<"bn_shift", float*>, param<"B", std::int32_t>,
-                    param<"C_IN", std::int32_t>, param<"H", std::int32_t>, param<"W", std::int32_t>,
-                    param<"C_OUT", std::int32_t>, param<"OH", std::int32_t>, param<"OW", std::int32_t>,
-                    param<"KH", std::int32_t>, param<"KW", std::int32_t>, param<"stride", std::int32_t>,
-                    param<"pad", std::int32_t>, param<"box_w", std::int32_t>, param<"box_rows", std::int32_t>,
-                    param<"box_channels", std::int32_t>, param<"planes_apart", std::int32_t>,
-                    param<"y_row_stride", std::int32_t>, param<"y_by_tma", std::int32_t>>;
+    using KernelType = TypedKernel<
+        param<"x_map", TensorMap>, param<"w_map", TensorMap>, param<"y_map", TensorMap>, param<"y", float*>,
+        param<"bn_scale", float*>, param<"bn_shift", float*>, param<"B", std::int32_t>, param<"C_IN", std::int32_t>,
+        param<"H", std::int32_t>, param<"W", std::int32_t>, param<"C_OUT", std::int32_t>, param<"groups", std::int32_t>,
+        param<"OH", std::int32_t>, param<"OW", std::int32_t>, param<"KH", std::int32_t>, param<"KW", std::int32_t>,
+        param<"stride", std::int32_t>, param<"pad", std::int32_t>, param<"box_w", std::int32_t>,
+        param<"box_rows", std::int32_t>, param<"box_channels", std::int32_t>, param<"planes_apart", std::int32_t>,
+        param<"y_row_stride", std::int32_t>, param<"y_by_tma", std::int32_t>>;
 
     /// Throws UsageError for invalid tiles, a device that is not 9.0, or attributes the kernel
-    /// does not take (groups, dilation, unequal strides or paddings, more than 64 taps).
+    /// does not take (dilation, unequal strides or paddings, more than 64 taps).
     Conv2dBnSiluTmaForward(const Sm90Tiles& tiles, const Conv2dAttrs& attrs, const DeviceTraits& device);
 };
 
@@ -546,7 +548,7 @@ enum class Conv2dLayout { nchw, nhwc };
 /// The op for a layer from a configuration written as the tuner writes it:
 /// "BLOCK_M=64 BLOCK_N=64 BLOCK_K=32 GROUP_M=8 SPLIT_K=2" (GEMM kernels; SPLIT_K optional),
 /// "TMA=1 BLOCK_M=128 BLOCK_N=128 STAGES=4 GROUP_M=8" (the Hopper kernels: 1×1, or the implicit
-/// GEMM for other ungrouped layers), "NHWC=1 BLOCK_M=128 BLOCK_N=64 STAGES=8 GROUP_M=8" (the
+/// GEMM for other layers, groups of 32 channels included), "NHWC=1 BLOCK_M=128 BLOCK_N=64 STAGES=8 GROUP_M=8" (the
 /// channels-last Hopper kernel: its tensors NHWC), "BLOCK_H=16 BLOCK_W=32 PLANES=2 THREADS=128"
 /// (the depthwise kernel) or "BLOCK_OC=32 BLOCK_OW=64" (the direct kernel). Throws UsageError for unknown or missing keys
 /// and invalid values.

@@ -133,7 +133,7 @@ __device__ __forceinline__ void produce_tile(const Shared<BLOCK_M, BLOCK_N, STAG
                                              PipelineState<STAGES>& pipe)
 {
     constexpr Geometry G{BLOCK_M, BLOCK_N, STAGES};
-    const auto loader = columns.loader(tile_m, shared.policy());
+    const auto loader = columns.loader(tile_m, row0, shared.policy());
     for (int kt = k.begin; kt < k.begin + k.count; ++kt, pipe.advance()) {
         kjit::mbarrier_wait(shared.empty(pipe.stage), pipe.phase ^ 1);  // a fresh barrier's "previous" phase is done
         const unsigned full = shared.full(pipe.stage);

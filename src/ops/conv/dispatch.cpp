@@ -148,7 +148,7 @@ std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, cons
                                 std::string& why_not) {
     why_not = conv2d_tma_unsupported_reason(a, s, device);
     const std::string why_not_gather = conv2d_gather_unsupported_reason(a, s, device);
-    const int k = s.c_in * a.kernel_h * a.kernel_w;
+    const int k = s.c_in / a.groups * a.kernel_h * a.kernel_w;  // a group's
     std::optional<TmaPick> best;
     for (const bool gathers : {false, true}) {
         if (!(gathers ? why_not_gather : why_not).empty()) continue;

@@ -55,8 +55,9 @@ void round_to_tf32(std::span<float> values);
 
 /// The Hopper tiles dispatch and `kjit tune` consider for a layer the op (gathering or not)
 /// takes: each BLOCK_M × BLOCK_N with the deepest pipeline of at least 3 stages that fits beside
-/// the op's tap table, unsplit, and split over 2, 4 or 8 blocks where each block keeps at least
-/// two K steps and the blocks fill the device at most twice (the cost model weighs the waves).
+/// the op's tap table (BLOCK_N dividing a group's outputs), unsplit, and split over 2, 4 or 8
+/// blocks where each block keeps at least two K steps and the blocks fill the device at most
+/// twice (the cost model weighs the waves).
 [[nodiscard]] std::vector<Sm90Tiles> sm90_split_candidates(const Conv2dAttrs& a, const Conv2dShape& s,
                                                            const DeviceTraits& device, bool gathers);
 /// The channels-last op's K: per filter tap, C_IN rounded up to the 32 channels of a K step
@@ -65,10 +66,11 @@ void round_to_tf32(std::span<float> values);
     return a.kernel_h * a.kernel_w * (s.c_in + 31) / 32 * 32;
 }
 
-/// The same over `boxes` output boxes of 32 pixels, K = `k`, C_OUT channels and `policy_bytes`
-/// of the column policy's shared memory (the channels-last op's, whose K is taps × ⌈C_IN/32⌉·32).
+/// The same over `boxes` output boxes of 32 pixels, K = `k`, C_OUT channels in groups of
+/// `group_out` and `policy_bytes` of the column policy's shared memory (the channels-last op's,
+/// whose K is taps × ⌈C_IN/32⌉·32).
 [[nodiscard]] std::vector<Sm90Tiles> sm90_split_candidates(long long boxes, int k, int c_out, unsigned policy_bytes,
-                                                           const DeviceTraits& device);
+                                                           const DeviceTraits& device, int group_out);
 
 /// The op of the winner `kjit tune` stored in `cache` for this layer, device and arch under
 /// `layout`'s family, or none: where there is no winner, or it no longer makes an op for this

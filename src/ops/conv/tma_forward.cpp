@@ -134,9 +134,10 @@ long long detail::sm90_boxes(const Conv2dAttrs& a, const Conv2dShape& s, bool ga
 }
 
 std::vector<Sm90Tiles> detail::sm90_split_candidates(long long boxes, int k, int c_out, unsigned policy_bytes,
-                                                     const DeviceTraits& device) {
+                                                     const DeviceTraits& device, int group_out) {
     std::vector<Sm90Tiles> list;
     for (const auto& [m, n] : tile_shapes) {
+        if (group_out != c_out && group_out % n) continue;  // a tile's channels in one group
         const int stages = Sm90Tiles::max_stages(m, n, device.max_shared_bytes - static_cast<int>(policy_bytes));
         if (stages < 3) continue;
         const long long tiles = geometry({m, n, stages, 8}).column_tiles(boxes) * ceil_div(c_out, n);
@@ -150,8 +151,8 @@ std::vector<Sm90Tiles> detail::sm90_split_candidates(long long boxes, int k, int
 
 std::vector<Sm90Tiles> detail::sm90_split_candidates(const Conv2dAttrs& a, const Conv2dShape& s,
                                                      const DeviceTraits& device, bool gathers) {
-    return sm90_split_candidates(sm90_boxes(a, s, gathers), s.c_in * a.kernel_h * a.kernel_w, s.c_out,
-                                 tma_policy_bytes(a, gathers), device);
+    return sm90_split_candidates(sm90_boxes(a, s, gathers), s.c_in / a.groups * a.kernel_h * a.kernel_w, s.c_out,
+                                 tma_policy_bytes(a, gathers), device, s.c_out / a.groups);
 }
 
 // ---- tensor maps ------------------------------------------------------------------------------
@@ -202,7 +203,7 @@ struct CallPlan {
     const void* w = nullptr;
     void* y = nullptr;
     MapShape x_map, w_map, y_map;
-    std::array<std::int32_t, 16> ints{};
+    std::array<std::int32_t, 17> ints{};
     std::size_t n_ints = 0;
     // The kernel takes y after y_map too; the implicit GEMM, last, whether it has a y map.
     bool y_pointer = false, y_by_tma_arg = false;
@@ -215,11 +216,29 @@ struct CallPlan {
 
 constexpr auto swizzle_128 = TensorMapSwizzle::bytes_128, unswizzled = TensorMapSwizzle::none;
 
+/// A group's K in whole 32-wide steps (no step reads another group's channels) and a multiple
+/// of 4 channels (its first channel moves a flattened-rows box by whole 16-byte steps).
+std::string groups_reason(const Conv2dAttrs& a, const Conv2dShape& s) {
+    if (a.groups == 1) return {};
+    const int in = s.c_in / a.groups, k = in * a.kernel_h * a.kernel_w;
+    if (k % Sm90Geometry::block_k || in % 4)
+        return fmt::format(
+            "the TMA implicit GEMM takes groups whose C_IN*KH*KW is a multiple of 32 and C_IN a multiple of 4; this "
+            "layer's groups have {} channels, K = {}",
+            in, k);
+    return {};
+}
+
 /// The maps and ints of a layer's call; pointers null when only the shapes matter.
 CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv2dShape& s, int oh, int ow,
               int y_row_stride) {
     CallPlan p;
-    const u64 b = s.batch, cin = s.c_in, cout = s.c_out, bn = t.block_n, k = cin * a.kernel_h * a.kernel_w;
+    // A grouped layer's W rows are a group's K; its tiles of BLOCK_N channels each lie in a group.
+    const u64 b = s.batch, cin = s.c_in, cout = s.c_out, bn = t.block_n, k = cin / a.groups * a.kernel_h * a.kernel_w;
+    if (!gathers) p.why_not = groups_reason(a, s);
+    if (const int group_out = s.c_out / a.groups; p.why_not.empty() && a.groups > 1 && group_out % t.block_n)
+        p.why_not = fmt::format("BLOCK_N = {} straddles groups of {} output channels", t.block_n, group_out);
+    if (!p.why_not.empty()) return p;
     auto ints = [&p](std::initializer_list<std::int32_t> v) {
         std::copy(v.begin(), v.end(), p.ints.begin());
         p.n_ints = v.size();
@@ -259,8 +278,8 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv
             p.y_map.strides[1] = 4ULL * y_row_stride;  // channel planes are y's rows
             p.y_map.strides[2] = 4ULL * y_row_stride * cout;
         }
-        ints({s.batch, s.c_in, s.height, s.width, s.c_out, oh, ow, a.kernel_h, a.kernel_w, a.stride_h, a.pad_h,
-              box->box_w, 0, box->channels, 0, y_row_stride});
+        ints({s.batch, s.c_in, s.height, s.width, s.c_out, a.groups, oh, ow, a.kernel_h, a.kernel_w, a.stride_h,
+              a.pad_h, box->box_w, 0, box->channels, 0, y_row_stride});
         p.y_pointer = p.y_by_tma_arg = true;
     } else {  // whole rows, flattened
         const auto box = detail::rows_box(a, s, oh, ow);
@@ -274,8 +293,8 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv
         else p.x_map = dense({plane, cin, b}, plane, {u32(box->extent()), u32(box->channels), 1}, unswizzled);
         if (1LL * oh * ow % 4 == 0)  // else the kernel stores y itself
             p.y_map = dense({u64(oh) * ow, cout, b}, u64(y_row_stride), {32, u32(bn), 1}, swizzle_128);
-        ints({s.batch, s.c_in, s.height, s.width, s.c_out, oh, ow, a.kernel_h, a.kernel_w, a.stride_h, a.pad_h, 0,
-              box->rows, box->channels, box->planes_apart, y_row_stride});
+        ints({s.batch, s.c_in, s.height, s.width, s.c_out, a.groups, oh, ow, a.kernel_h, a.kernel_w, a.stride_h,
+              a.pad_h, 0, box->rows, box->channels, box->planes_apart, y_row_stride});
         p.y_pointer = p.y_by_tma_arg = true;
     }
     return p;
@@ -337,8 +356,14 @@ Kernel detail::sm90_kernel(std::string name, std::vector<Param> signature, const
 
 namespace {
 
+/// The gathering kernel's X has no group offset: it takes ungrouped layers only.
+std::string ungrouped_reason(const Conv2dAttrs& a) {
+    return a.groups == 1
+               ? ""
+               : fmt::format("the gathering TMA kernel takes ungrouped layers, this one has {} groups", a.groups);
+}
+
 std::string general_attrs_reason(const Conv2dAttrs& a) {
-    if (a.groups != 1) return fmt::format("the TMA kernels take ungrouped layers, this one has {} groups", a.groups);
     if (a.stride_h != a.stride_w || a.pad_h != a.pad_w || a.dilation_h != 1 || a.dilation_w != 1)
         return "the TMA kernels take one stride and one padding for both axes, dilation 1";
     if (a.kernel_h * a.kernel_w > 64)
@@ -467,6 +492,10 @@ const Conv2dAttrs& checked_general(const Conv2dAttrs& a) {
     if (auto why = general_attrs_reason(a); !why.empty()) throw UsageError(why);
     return a;
 }
+const Conv2dAttrs& checked_ungrouped(const Conv2dAttrs& a) {
+    if (auto why = ungrouped_reason(a); !why.empty()) throw UsageError(why);
+    return checked_general(a);
+}
 }  // namespace
 
 Conv2dBnSiluTmaForward::Conv2dBnSiluTmaForward(const Sm90Tiles& tiles, const Conv2dAttrs& attrs,
@@ -476,7 +505,7 @@ Conv2dBnSiluTmaForward::Conv2dBnSiluTmaForward(const Sm90Tiles& tiles, const Con
 
 Conv2dBnSiluGatherTmaForward::Conv2dBnSiluGatherTmaForward(const Sm90Tiles& tiles, const Conv2dAttrs& attrs,
                                                            const DeviceTraits& device)
-    : TmaConvOp("conv2d_bn_silu_gather_tma_forward", KernelType::signature(), tiles, checked_general(attrs), device,
+    : TmaConvOp("conv2d_bn_silu_gather_tma_forward", KernelType::signature(), tiles, checked_ungrouped(attrs), device,
                 detail::tma_policy_bytes(attrs, true), true) {}
 
 unsigned detail::tma_policy_bytes(const Conv2dAttrs& a, bool gathers) {
@@ -496,9 +525,9 @@ namespace {
 std::string hopper_reason(const DeviceTraits& device) {
     return device.hopper() ? "" : fmt::format("TMA + wgmma needs a 9.0 device, this is {}", device.arch.name());
 }
-/// TMA reads W's rows of C_IN·KH·KW floats: 16-byte multiples.
+/// TMA reads W's rows of C_IN·KH·KW floats (a group's C_IN): 16-byte multiples.
 std::string weight_rows_reason(const Conv2dAttrs& a, const Conv2dShape& s) {
-    const long long k = 1LL * s.c_in * a.kernel_h * a.kernel_w;
+    const long long k = 1LL * s.c_in / a.groups * a.kernel_h * a.kernel_w;
     return k % 4 ? fmt::format("TMA needs C_IN*KH*KW a multiple of 4 (16-byte weight rows), this layer has {}", k) : "";
 }
 }  // namespace
@@ -506,15 +535,22 @@ std::string weight_rows_reason(const Conv2dAttrs& a, const Conv2dShape& s) {
 std::string conv2d_tma_unsupported_reason(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device) {
     if (auto why = hopper_reason(device); !why.empty()) return why;
     if (!detail::is_pointwise(a)) {
-        if (auto why = general_attrs_reason(a); !why.empty()) return why;
+        for (auto why : {general_attrs_reason(a), groups_reason(a, s)})
+            if (!why.empty()) return why;
         if (const long long plane = 1LL * s.height * s.width; s.width % 4 && plane % 4 && s.c_in * plane % 4)
             return fmt::format(
                 "TMA needs W, H*W or C_IN*H*W a multiple of 4 (16-byte input rows, planes or images), this layer "
                 "has W = {}, H*W = {}, C_IN*H*W = {}",
                 s.width, plane, s.c_in * plane);
         if (auto why = weight_rows_reason(a, s); !why.empty()) return why;
+        // Grouped: tiles whose channels lie in one group.
+        const int group_out = s.c_out / a.groups;
+        const int block_n = a.groups == 1 || group_out % 128 == 0 ? 128 : group_out % 64 == 0 ? 64 : 32;
+        if (a.groups > 1 && group_out % block_n)
+            return fmt::format("the TMA tiles take groups of a multiple of 32 output channels; this layer's have {}",
+                               group_out);
         const auto [oh, ow] = conv2d_output_size(a, s);
-        const auto p = plan(a, Sm90Tiles{128, 128, 4, 8}, false, s, oh, ow, oh * ow);
+        const auto p = plan(a, Sm90Tiles{128, block_n, 4, 8}, false, s, oh, ow, oh * ow);
         if (!p.why_not.empty()) return p.why_not;
         for (const auto* m : {&p.x_map, &p.w_map, &p.y_map})
             if (auto why = m->unsupported_reason(nullptr); !why.empty()) return "TMA: " + why;
@@ -531,7 +567,7 @@ std::string conv2d_tma_unsupported_reason(const Conv2dAttrs& a, const Conv2dShap
 }
 
 std::string conv2d_gather_unsupported_reason(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device) {
-    for (auto why : {hopper_reason(device), general_attrs_reason(a), weight_rows_reason(a, s)})
+    for (auto why : {hopper_reason(device), ungrouped_reason(a), general_attrs_reason(a), weight_rows_reason(a, s)})
         if (!why.empty()) return why;
     const auto [oh, ow] = conv2d_output_size(a, s);
     if (1LL * s.batch * oh * ow >= (1LL << 31) || 1LL * s.batch * s.c_in * s.height * s.width >= (1LL << 31))

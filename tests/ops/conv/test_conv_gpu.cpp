@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "ops/conv/gemm_forward.hpp"
+#include "ops/op_test_support.hpp"
 #include "support.hpp"
 
 using namespace kjit;
@@ -454,6 +455,58 @@ TEST_CASE("the TMA + wgmma implicit GEMM (sm_90a): every configuration on ragged
     const Outcome fallback = run(op, {"3x3, x off 16 bytes (no TMA)", k3, {2, 24, 12, 12, 40}, 0, 1}, rng());
     CAPTURE(fallback.error);
     check(fallback, 2e-3);
+}
+
+TEST_CASE("the TMA + wgmma implicit GEMM on grouped layers (sm_90a): each tile in one group, every configuration") {
+    const auto traits = hopper_or_skip();
+    if (!traits) return;
+    const Conv2dAttrs g2{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 2};
+    const Conv2dAttrs g4s2{
+        .kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1, .groups = 4};
+    const Conv2dAttrs g8{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1, .groups = 8};
+    // Groups of 128 outputs take every tile; one policy each: patch boxes (12×12, and 20×20
+    // strided), rows of one plane (14×14), rows across planes (7×7, K steps no multiple of the
+    // tap table's period), y stored by the kernel (padded rows).
+    const std::vector<Case> wide = {
+        {"g2 3x3 64 -> 256, 12x12, B=3", g2, {3, 64, 12, 12, 256}},
+        {"g4 3x3 s2 128 -> 512, 20x20 -> 10x10, B=2", g4s2, {2, 128, 20, 20, 512}},
+        {"g2 3x3 64 -> 256, 14x14, B=2 (rows of a plane)", g2, {2, 64, 14, 14, 256}},
+        {"g2 3x3 64 -> 256, 7x7, B=5, rows padded by 3 (rows across planes)", g2, {5, 64, 7, 7, 256}, 3},
+    };
+    // Every case here runs on the TMA kernel itself, not the sm80 fallback.
+    const auto runs_itself = [](const TmaConvOp& op, const Case& c) {
+        const auto [oh, ow] = conv2d_output_size(c.attrs, c.shape);
+        const Shape x{std::size_t(c.shape.batch), std::size_t(c.shape.c_in), std::size_t(c.shape.height),
+                      std::size_t(c.shape.width)};
+        const Shape y{std::size_t(c.shape.batch), std::size_t(c.shape.c_out), std::size_t(oh), std::size_t(ow)};
+        const Tensor in[] = {{test::fake(0x10000), x}};
+        void* const params[] = {test::fake(0x20000), test::fake(0x30000), test::fake(0x40000)};
+        return &op.op_for({in, params, test::fake(0x50000), y, oh * ow + c.row_padding}) == &op;
+    };
+    for (const auto& c : wide) {
+        CAPTURE(c.name);
+        CHECK(runs_itself(Conv2dBnSiluTmaForward({128, 128, 4, 8}, c.attrs, *traits), c));
+    }
+    check_every_configuration<Conv2dBnSiluTmaForward>(wide, *traits);
+    // ResNeXt's groups of 32 channels, 8 of them, on the tiles of BLOCK_N = 32 (wider ones run
+    // the sm80 kernel), split-K included: a cluster's blocks over one group's K.
+    const std::vector<Case> resnext = {
+        {"g8 3x3 256 -> 256, 14x14, B=3", g8, {3, 256, 14, 14, 256}},
+        {"g8 3x3 256 -> 256, 7x7, B=4", g8, {4, 256, 7, 7, 256}},
+        {"g8 3x3 256 -> 256, 8x8 (patch boxes), B=1", g8, {1, 256, 8, 8, 256}},
+    };
+    for (const auto& c : resnext)
+        for (const Sm90Tiles& t : {Sm90Tiles{64, 32, 4, 8}, Sm90Tiles{128, 32, 6, 8}, Sm90Tiles{256, 32, 4, 8},
+                                   Sm90Tiles{64, 32, 4, 8, 3}, Sm90Tiles{128, 32, 4, 8, 4}}) {
+            const Conv2dBnSiluTmaForward op(t, c.attrs, *traits);
+            CAPTURE(c.name);
+            CAPTURE(op.kernel().id());
+            CAPTURE(t.split_k);
+            CHECK(runs_itself(op, c));
+            const Outcome o = run(op, c, rng());
+            CAPTURE(o.error);
+            check(o, 2e-3);
+        }
 }
 
 TEST_CASE("the TMA + wgmma 1x1 kernel (sm_90a): every configuration on ragged shapes, TMA-eligible ones") {
