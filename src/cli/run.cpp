@@ -156,12 +156,24 @@ int run(const RunOptions& o) {
     const auto op = !config.empty()   ? make_conv2d_bn_silu(l.attrs, l.shape, config, traits)
                     : o.channels_last ? dispatch_conv2d_bn_silu_nhwc(l.attrs, l.shape, device, rt.cache())
                                       : dispatch_conv2d_bn_silu(l.attrs, l.shape, device, rt.cache());
-    // What dispatch would run and why; a tuned winner or --config may differ from it.
+    // What dispatch would run and why; a tuned winner or --config may differ from it, and then
+    // says so.
     const std::string why =
         o.channels_last
             ? "the channels-last TMA + wgmma implicit GEMM (sm_90a): one im2col box per K step, both operands from "
               "shared memory"
             : conv2d_bn_silu_dispatch_reason(l.attrs, l.shape, traits);
+    const std::string picked = conv2d_bn_silu_config(*op);
+    const std::string dispatched = conv2d_bn_silu_config(*(o.channels_last
+                                                               ? dispatch_conv2d_bn_silu_nhwc(l.attrs, l.shape, traits)
+                                                               : dispatch_conv2d_bn_silu(l.attrs, l.shape, traits)));
+    const char* source = !config.empty() ? "config" : picked != dispatched ? "tuned" : "dispatch";
+    std::string ran;  // what ran instead of dispatch's pick, and why
+    if (picked != dispatched)
+        ran = config.empty()
+                  ? fmt::format("\n  ran: the tuned winner stored for this layer and device (dispatch picks {})",
+                                dispatched)
+                  : fmt::format("\n  ran: --config (dispatch picks {})", dispatched);
     Stream stream(device);
     Tensors t = make_tensors(device, l, o.channels_last);
     const double us = time_forward(*op, rt, stream, t, std::max(1, o.iters));
@@ -175,8 +187,10 @@ int run(const RunOptions& o) {
     const double tolerance = tf32 ? 2e-3 : 1e-5;
     if (o.common.json) {
         const nlohmann::json j{{"kernel", op->kernel_for_launch(0).id()},
-                               {"config", conv2d_bn_silu_config(*op)},
+                               {"config", picked},
                                {"dispatch", why},
+                               {"source", source},
+                               {"dispatch_config", dispatched},
                                {"device", device.name()},
                                {"relative_error", error},
                                {"tolerance", tolerance},
@@ -186,10 +200,10 @@ int run(const RunOptions& o) {
         fmt::print("{}\n", j.dump(2));
     } else {
         fmt::print(
-            "{} [{}] on {}\n  dispatch: {}\n  error ‖y−ref‖/‖ref‖ = {:.2e} (tolerance {:.0e})\n  median {:.1f} µs over "
-            "{} graph replays, {:.1f} TFLOP/s, {:.0f} GB/s\n",
-            op->kernel_for_launch(0).id(), conv2d_bn_silu_config(*op), device.name(), why, error, tolerance, us,
-            o.iters, flops / us / 1e6, bytes / us / 1e3);
+            "{} [{}] on {}\n  dispatch: {}{}\n  error ‖y−ref‖/‖ref‖ = {:.2e} (tolerance {:.0e})\n  median {:.1f} µs "
+            "over {} graph replays, {:.1f} TFLOP/s, {:.0f} GB/s\n",
+            op->kernel_for_launch(0).id(), picked, device.name(), why, ran, error, tolerance, us, o.iters,
+            flops / us / 1e6, bytes / us / 1e3);
     }
     return error <= tolerance ? ok : failure;
 }
