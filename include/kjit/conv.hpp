@@ -114,8 +114,8 @@ struct DepthwiseTiles {
     /// Shared memory a block takes for this filter (its groups' input windows, `group_in` planes
     /// each; none unstaged).
     [[nodiscard]] unsigned shared_bytes(const Conv2dAttrs& attrs, int group_in = 1) const;
-    /// The tiles dispatch and `kjit tune` consider: small tiles of many planes for small images,
-    /// wide tiles of one or two planes for large ones.
+    /// The tiles dispatch and `kjit tune` consider: small tiles of many planes for small images
+    /// (staged and unstaged), wide tiles of one or two planes for large ones.
     [[nodiscard]] static std::span<const DepthwiseTiles> configurations();
 };
 

@@ -196,18 +196,20 @@ bool tensor_core_layer(const Conv2dAttrs& a, const Conv2dShape& s) {
 }
 
 /// The depthwise tiles with the least estimated time, in clocks of one SM. Each SM runs its share
-/// of the blocks: per block, staging its window (halo and padding included: a 16-byte chunk two
-/// clocks) and computing every output of its tile, those past the image too: the filter's FMAs
-/// (128 a clock), the window's 16-byte shared loads (a warp's in 4 clocks; a step of `rows` rows
-/// reads (rows − 1)·stride + KH input rows for rows × 4 outputs) and the store. The blocks that
-/// run at once (as many as the threads and shared memory allow) go in rounds, each a memory
-/// round trip plus its threads' chains of FMAs (~32 clocks a tap of each output a thread
-/// computes): fewer outputs a thread, more threads to hide the latency. Nothing is faster than
-/// the card's bandwidth: x and y once, ~4 floats a clock per SM — of the SMs the grid fills.
-/// A narrow group's output reads group.in planes. Fitted to three H200 runs of every tile on the
-/// 28 depthwise and the 6 narrow-group bench rows (2026-12-04): all but dw 3x3 s2 192 @28 b32
-/// within 1.15x of the best (there its 4-row steps leave 768 blocks, 26% occupancy by ncu, too
-/// few warps to hide the memory latency; 2-row steps' 1536 blocks reach 49%).
+/// of the blocks: per block, bringing in its input window (halo and padding included: staged, a
+/// 16-byte copy two clocks and narrower ones more; unstaged, into L1 at a quarter of that) and
+/// computing every output of its tile, those past the image too: the filter's FMAs (128 a
+/// clock), its input rows' loads (staged, a warp's 16-byte shared loads in 4 clocks; unstaged, a
+/// 4-byte L1 load a clock for each element a step's rows span) and the store. The blocks that run
+/// at once (as many as the threads and shared memory allow) go in rounds, each a memory round
+/// trip plus its threads' chains of FMAs (~32 clocks a tap of each output a thread computes):
+/// fewer outputs a thread, more threads to hide the latency. Nothing is faster than the card's
+/// bandwidth: x and y once, ~4 floats a clock per SM — of the SMs the grid fills. A narrow
+/// group's output reads group.in planes. Fitted to H200 runs of every tile on the 28 depthwise
+/// and the ResNeXt bench rows (2026-12-04, docs/BENCHMARKS.md): the last within 1.15x of the best
+/// tile on all but four rows — dw 3x3 s2 192 @28 b32, whose 4-row steps leave too few warps to
+/// hide the memory latency, and three small-image rows where unstaged 1-row steps, twice the
+/// threads, beat the 2-row ones it picks by 1.26-1.34x.
 std::optional<DepthwiseTiles> best_depthwise(const Conv2dAttrs& a, const Conv2dShape& s, int oh, int ow,
                                              const DeviceTraits& device) {
     const DepthwiseGroup group = depthwise_group(a, s);
