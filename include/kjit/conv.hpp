@@ -111,8 +111,10 @@ struct DepthwiseTiles {
     /// ("lanes") of its outputs as the threads left over make; 1 where they do not outnumber the
     /// steps.
     [[nodiscard]] int output_lanes() const;
-    /// Shared memory a block takes for this filter (its groups' input windows, `group_in` planes
-    /// each; none unstaged).
+    /// The bytes of a block's input windows for this filter (its groups', `group_in` planes each),
+    /// halo and padding included, whether or not it stages them.
+    [[nodiscard]] unsigned window_bytes(const Conv2dAttrs& attrs, int group_in = 1) const;
+    /// Shared memory a block takes: its windows where it stages them, else none.
     [[nodiscard]] unsigned shared_bytes(const Conv2dAttrs& attrs, int group_in = 1) const;
     /// The tiles dispatch and `kjit tune` consider: small tiles of many planes for small images
     /// (staged and unstaged), wide tiles of one or two planes for large ones.
@@ -548,10 +550,11 @@ enum class Conv2dLayout { nchw, nhwc };
 /// The op for a layer from a configuration written as the tuner writes it:
 /// "BLOCK_M=64 BLOCK_N=64 BLOCK_K=32 GROUP_M=8 SPLIT_K=2" (GEMM kernels; SPLIT_K optional),
 /// "TMA=1 BLOCK_M=128 BLOCK_N=128 STAGES=4 GROUP_M=8" (the Hopper kernels: 1×1, or the implicit
-/// GEMM for other layers, groups of 32 channels included), "NHWC=1 BLOCK_M=128 BLOCK_N=64 STAGES=8 GROUP_M=8" (the
-/// channels-last Hopper kernel: its tensors NHWC), "BLOCK_H=16 BLOCK_W=32 PLANES=2 THREADS=128"
-/// (the depthwise kernel) or "BLOCK_OC=32 BLOCK_OW=64" (the direct kernel). Throws UsageError for unknown or missing keys
-/// and invalid values.
+/// GEMM for other layers, groups of 32 channels included), "NHWC=1 BLOCK_M=128 BLOCK_N=64
+/// STAGES=8 GROUP_M=8" (the channels-last Hopper kernel: its tensors NHWC), "BLOCK_H=16
+/// BLOCK_W=32 PLANES=2 THREADS=128" (the depthwise kernel; STEP_ROWS=1|2|4 and STAGED=0
+/// optional) or "BLOCK_OC=32 BLOCK_OW=64" (the direct kernel). Throws UsageError for unknown or
+/// missing keys and invalid values.
 [[nodiscard]] std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                             const std::string& config, const DeviceTraits& device);
 /// The configuration text of a conv op (what make_conv2d_bn_silu reads back).

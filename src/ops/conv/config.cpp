@@ -140,7 +140,7 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
         for (const auto& t : Sm90Tiles::configurations())
             if (t.shared_bytes() + detail::tma_policy_bytes(a, gathers) <=
                     static_cast<unsigned>(device.max_shared_bytes) &&
-                (a.groups == 1 || s.c_out / a.groups % t.block_n == 0))  // a tile's channels in one group
+                detail::tiles_within_groups(t.block_n, s.c_out, a.groups))
                 list.push_back(tma_config(t, gathers));
         // Split-K, on each tile shape's deepest pipeline, where the tiles leave SMs idle.
         for (const auto& t : detail::sm90_split_candidates(a, s, device, gathers))

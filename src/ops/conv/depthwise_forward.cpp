@@ -49,7 +49,10 @@ int DepthwiseTiles::output_lanes() const {
 }
 
 unsigned DepthwiseTiles::shared_bytes(const Conv2dAttrs& a, int group_in) const {
-    if (!staged) return 0;
+    return staged ? window_bytes(a, group_in) : 0;
+}
+
+unsigned DepthwiseTiles::window_bytes(const Conv2dAttrs& a, int group_in) const {
     const int offset = (4 - a.pad_w % 4) % 4;
     const int rows = (block_h - 1) * a.stride_h + a.kernel_h;
     const int pitch = ceil_div(offset + (block_w - 1) * a.stride_w + a.kernel_w, 4) * 4;

@@ -235,9 +235,7 @@ std::optional<DepthwiseTiles> best_depthwise(const Conv2dAttrs& a, const Conv2dS
         // and its 16-byte shared loads. Unstaged: the same window's bytes into L1 (in whole
         // sectors, a quarter of the copies' cost: fitted), and a 4-byte L1 load a clock for each
         // element a step's rows span.
-        DepthwiseTiles as_staged = t;
-        as_staged.staged = true;
-        const double window = as_staged.shared_bytes(a, group.in) / 8.0;
+        const double window = t.window_bytes(a, group.in) / 8.0;
         const double staging = t.staged ? window * (16.0 / copy_bytes) * (16.0 / copy_bytes) : window / 4.0;
         const double loads = t.staged ? row_span * span_chunks / 8.0 : row_span * (3.0 * a.stride_w + a.kernel_w);
         const double work = per_sm *

@@ -15,6 +15,12 @@ namespace kjit::detail {
 /// 1×1, stride 1, unpadded, ungrouped: the layers the 1×1 GEMM kernel takes.
 [[nodiscard]] bool is_pointwise(const Conv2dAttrs& a) noexcept;
 
+/// Whether the Hopper tiles of `block_n` output channels each lie in one group of a layer's
+/// `groups` over `c_out` channels (always, ungrouped: the last tile is masked).
+[[nodiscard]] inline bool tiles_within_groups(int block_n, int c_out, int groups) noexcept {
+    return groups == 1 || c_out / groups % block_n == 0;
+}
+
 /// Whether split-K over `split` blocks is a candidate for these tiles: clusters exist, each
 /// block keeps at least two K tiles, and the split grid stays within 4 blocks per
 /// multiprocessor (what dispatch and `kjit tune` both consider).
@@ -67,10 +73,10 @@ void round_to_tf32(std::span<float> values);
 }
 
 /// The same over `boxes` output boxes of 32 pixels, K = `k`, C_OUT channels in groups of
-/// `group_out` and `policy_bytes` of the column policy's shared memory (the channels-last op's,
+/// `groups` and `policy_bytes` of the column policy's shared memory (the channels-last op's,
 /// whose K is taps × ⌈C_IN/32⌉·32).
 [[nodiscard]] std::vector<Sm90Tiles> sm90_split_candidates(long long boxes, int k, int c_out, unsigned policy_bytes,
-                                                           const DeviceTraits& device, int group_out);
+                                                           const DeviceTraits& device, int groups);
 
 /// The op of the winner `kjit tune` stored in `cache` for this layer, device and arch under
 /// `layout`'s family, or none: where there is no winner, or it no longer makes an op for this

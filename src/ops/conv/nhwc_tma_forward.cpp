@@ -217,7 +217,7 @@ std::vector<Sm90Tiles> conv2d_bn_silu_nhwc_candidates(const Conv2dAttrs& a, cons
     if (auto why = conv2d_nhwc_tma_unsupported_reason(a, s, device); !why.empty()) throw UsageError(why);
     const auto [oh, ow] = conv2d_output_size(a, s);
     const long long boxes = ceil_div(1LL * s.batch * oh * ow, 32LL);
-    return detail::sm90_split_candidates(boxes, detail::nhwc_k(a, s), s.c_out, 0, device, s.c_out);
+    return detail::sm90_split_candidates(boxes, detail::nhwc_k(a, s), s.c_out, 0, device, 1);  // ungrouped
 }
 
 }  // namespace kjit

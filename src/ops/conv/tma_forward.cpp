@@ -134,10 +134,10 @@ long long detail::sm90_boxes(const Conv2dAttrs& a, const Conv2dShape& s, bool ga
 }
 
 std::vector<Sm90Tiles> detail::sm90_split_candidates(long long boxes, int k, int c_out, unsigned policy_bytes,
-                                                     const DeviceTraits& device, int group_out) {
+                                                     const DeviceTraits& device, int groups) {
     std::vector<Sm90Tiles> list;
     for (const auto& [m, n] : tile_shapes) {
-        if (group_out != c_out && group_out % n) continue;  // a tile's channels in one group
+        if (!tiles_within_groups(n, c_out, groups)) continue;
         const int stages = Sm90Tiles::max_stages(m, n, device.max_shared_bytes - static_cast<int>(policy_bytes));
         if (stages < 3) continue;
         const long long tiles = geometry({m, n, stages, 8}).column_tiles(boxes) * ceil_div(c_out, n);
@@ -152,7 +152,7 @@ std::vector<Sm90Tiles> detail::sm90_split_candidates(long long boxes, int k, int
 std::vector<Sm90Tiles> detail::sm90_split_candidates(const Conv2dAttrs& a, const Conv2dShape& s,
                                                      const DeviceTraits& device, bool gathers) {
     return sm90_split_candidates(sm90_boxes(a, s, gathers), s.c_in / a.groups * a.kernel_h * a.kernel_w, s.c_out,
-                                 tma_policy_bytes(a, gathers), device, s.c_out / a.groups);
+                                 tma_policy_bytes(a, gathers), device, a.groups);
 }
 
 // ---- tensor maps ------------------------------------------------------------------------------
@@ -236,8 +236,8 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv
     // A grouped layer's W rows are a group's K; its tiles of BLOCK_N channels each lie in a group.
     const u64 b = s.batch, cin = s.c_in, cout = s.c_out, bn = t.block_n, k = cin / a.groups * a.kernel_h * a.kernel_w;
     if (!gathers) p.why_not = groups_reason(a, s);
-    if (const int group_out = s.c_out / a.groups; p.why_not.empty() && a.groups > 1 && group_out % t.block_n)
-        p.why_not = fmt::format("BLOCK_N = {} straddles groups of {} output channels", t.block_n, group_out);
+    if (p.why_not.empty() && !detail::tiles_within_groups(t.block_n, s.c_out, a.groups))
+        p.why_not = fmt::format("BLOCK_N = {} straddles groups of {} output channels", t.block_n, s.c_out / a.groups);
     if (!p.why_not.empty()) return p;
     auto ints = [&p](std::initializer_list<std::int32_t> v) {
         std::copy(v.begin(), v.end(), p.ints.begin());
@@ -544,11 +544,11 @@ std::string conv2d_tma_unsupported_reason(const Conv2dAttrs& a, const Conv2dShap
                 s.width, plane, s.c_in * plane);
         if (auto why = weight_rows_reason(a, s); !why.empty()) return why;
         // Grouped: tiles whose channels lie in one group.
-        const int group_out = s.c_out / a.groups;
-        const int block_n = a.groups == 1 || group_out % 128 == 0 ? 128 : group_out % 64 == 0 ? 64 : 32;
-        if (a.groups > 1 && group_out % block_n)
+        int block_n = 128;
+        while (block_n > 32 && !detail::tiles_within_groups(block_n, s.c_out, a.groups)) block_n /= 2;
+        if (!detail::tiles_within_groups(block_n, s.c_out, a.groups))
             return fmt::format("the TMA tiles take groups of a multiple of 32 output channels; this layer's have {}",
-                               group_out);
+                               s.c_out / a.groups);
         const auto [oh, ow] = conv2d_output_size(a, s);
         const auto p = plan(a, Sm90Tiles{128, block_n, 4, 8}, false, s, oh, ow, oh * ow);
         if (!p.why_not.empty()) return p.why_not;
