@@ -55,25 +55,34 @@ struct Origin {
 /// where they leave the image or the planes run out. BYTES a copy: 16 where x's rows are whole
 /// 16-byte chunks (W % 4 = 0, x aligned), 8 where whole 8-byte pairs, else 4 — so each copy is
 /// wholly inside the image or wholly outside it. A thread keeps one column of the window (its
-/// offset and bounds found once) and walks down the rows of every plane.
+/// offset and bounds found once) and walks down the rows of every plane; a copy's source is an
+/// offset from the block's first plane, 32-bit within a plane (the op refuses tensors of 2^31
+/// elements or more).
 template <class Win, int PLANES, int THREADS, int STRIDE, int PAD, int BYTES>
 __device__ __forceinline__ void stage(float* window, const float* x, const Origin& o, long long planes, int H, int W)
 {
     constexpr int width = BYTES / 4, columns = Win::pitch / width, rows = PLANES * Win::rows;
     constexpr int lanes = columns < THREADS ? columns : THREADS;  // threads along a window row
     constexpr int row_step = THREADS / lanes;                     // window rows copied at once
-    const int ih0 = o.oh0 * STRIDE - PAD;
-    if (threadIdx.x < lanes * row_step)
+    const int first = threadIdx.x / lanes;
+    if (first < row_step) {
+        const int ih0 = o.oh0 * STRIDE - PAD;
+        const long long plane_floats = 1LL * H * W;
+        const int live_planes = planes - o.plane0 < PLANES ? static_cast<int>(planes - o.plane0) : PLANES;
+        const float* block_x = x + o.plane0 * plane_floats;
         for (int column = threadIdx.x % lanes; column < columns; column += lanes) {
             const int iw = o.ow0 * STRIDE - PAD - Win::offset + width * column;
             const bool column_inside = iw >= 0 && iw < W;
-            for (int r = threadIdx.x / lanes; r < rows; r += row_step) {
+            const unsigned dst = kjit::shared_address(window + first * Win::pitch + width * column);
+            for (int r = first; r < rows; r += row_step) {
                 const int plane = r / Win::rows, ih = ih0 + r - plane * Win::rows;
-                const bool inside = column_inside && o.plane0 + plane < planes && ih >= 0 && ih < H;
-                const float* src = inside ? x + ((o.plane0 + plane) * H + ih) * W + iw : x;
-                kjit::copy_async<BYTES>(kjit::shared_address(window + r * Win::pitch + width * column), src, inside);
+                const bool inside = column_inside && plane < live_planes &&
+                                    static_cast<unsigned>(ih) < static_cast<unsigned>(H);
+                const float* src = inside ? block_x + plane * plane_floats + (ih * W + iw) : x;
+                kjit::copy_async<BYTES>(dst + 4 * (r - first) * Win::pitch, src, inside);
             }
         }
+    }
     kjit::copy_commit();
 }
 
@@ -105,12 +114,18 @@ struct GlobalRows {
     {
         const int ih = ih0 + ir;
         const bool row_inside = static_cast<unsigned>(ih) < static_cast<unsigned>(H);
+        // One address a row, the elements at fixed offsets from it (no per-element arithmetic);
+        // 32-bit within the plane, as the op's tensors are under 2^31 elements. Before sm_90 the
+        // row's offset is summed first: ptxas for sm_80/87 spills on 7×7 filters' 2-row steps
+        // otherwise (the sm_90 form is the one timed on the H200).
+#if __CUDA_ARCH__ >= 900
+        const float* row = plane + ih * W + iw0;
+#else
+        const float* row = plane + (ih * W + iw0);
+#endif
 #pragma unroll
-        for (int i = 0; i < Win::span_chunks * 4; ++i) {
-            const int iw = iw0 + i;
-            in[i] = row_inside && static_cast<unsigned>(iw) < static_cast<unsigned>(W) ? __ldg(plane + ih * W + iw)
-                                                                                       : 0.0f;
-        }
+        for (int i = 0; i < Win::span_chunks * 4; ++i)
+            in[i] = row_inside && static_cast<unsigned>(iw0 + i) < static_cast<unsigned>(W) ? __ldg(row + i) : 0.0f;
     }
 };
 

@@ -207,9 +207,9 @@ bool tensor_core_layer(const Conv2dAttrs& a, const Conv2dShape& s) {
 /// bandwidth: x and y once, ~4 floats a clock per SM — of the SMs the grid fills. A narrow
 /// group's output reads group.in planes. Fitted to H200 runs of every tile on the 28 depthwise
 /// and the ResNeXt bench rows (2026-12-04, docs/BENCHMARKS.md): the last within 1.15x of the best
-/// tile on all but four rows — dw 3x3 s2 192 @28 b32, whose 4-row steps leave too few warps to
-/// hide the memory latency, and three small-image rows where unstaged 1-row steps, twice the
-/// threads, beat the 2-row ones it picks by 1.26-1.34x.
+/// tile on all depthwise rows but dw 3x3 s2 192 @28 b32, whose 4-row steps leave too few warps
+/// to hide the memory latency (1.31x). (It preferred unstaged 2-row steps on ~7-column images,
+/// 1.27-1.49x slower than 1-row ones there; the tile list no longer has them.)
 std::optional<DepthwiseTiles> best_depthwise(const Conv2dAttrs& a, const Conv2dShape& s, int oh, int ow,
                                              const DeviceTraits& device) {
     const DepthwiseGroup group = depthwise_group(a, s);
