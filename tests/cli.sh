@@ -74,9 +74,42 @@ verify)  # a byte flipped inside a stored blob is found and named; import reject
   "$helper" flip "$dir/kjit.sqlite3" || fail "could not flip a byte"
   expect 1 "$kjit" cache verify --cache-dir "$dir"
   contains "cubin checksum mismatch"
+  contains "\`kjit warm\` replaces them now"
+  expect 0 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir"  # the advice works
+  contains "1 compiled, 3 already cached"
+  expect 0 "$kjit" cache verify --cache-dir "$dir"
   "$helper" flip "$dir/shipped.sqlite3" || fail "could not flip a byte"
   expect 1 "$kjit" cache import "$dir/shipped.sqlite3" --cache-dir "$dir/fresh"
   contains "rejected 1"
+  ;;
+verify-damaged)  # a damaged file is reported (exit 1) with where it went; the advice given works
+  printf 'not a database at all, %.0s' {1..200} >"$dir/kjit.sqlite3"
+  expect 1 "$kjit" cache verify --cache-dir "$dir"
+  contains "fault: damaged ("
+  contains "moved it to $dir/kjit.sqlite3.damaged-"
+  contains "kjit warm\` rebuilds it"
+  ls "$dir"/kjit.sqlite3.damaged-* >/dev/null || fail "the damaged file is gone"
+  expect 0 "$kjit" cache verify --cache-dir "$dir"  # the fresh file is sound
+  contains "sound"
+  rm -rf "${dir:?}"/*
+  expect 0 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir"
+  truncate -s 8192 "$dir/kjit.sqlite3"
+  expect 1 "$kjit" cache verify --cache-dir "$dir"
+  contains "moved it to $dir/kjit.sqlite3.damaged-"
+  rm -rf "${dir:?}"/*
+  # Corrupt index pages: verify names them and advises clear, which sets the file aside.
+  expect 0 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir"
+  "$helper" corrupt-index "$dir/kjit.sqlite3" || fail "could not corrupt the index"
+  expect 1 "$kjit" cache verify --cache-dir "$dir"
+  contains "fault: integrity: "
+  contains "\`kjit cache clear\` sets the file aside"
+  expect 0 "$kjit" cache clear --cache-dir "$dir"
+  contains "moved it to $dir/kjit.sqlite3.damaged-"
+  contains "every entry is gone"
+  expect 0 "$kjit" cache verify --cache-dir "$dir"
+  contains "sound"
+  expect 0 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir"
+  contains "4 compiled"
   ;;
 prune)  # least recently used first, down to the size asked for
   expect 0 "$kjit" warm --arch sm_90 --kernel conv2d_bn_silu_direct_forward --cache-dir "$dir"

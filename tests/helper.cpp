@@ -2,6 +2,7 @@
 //   kjit_test_helper key                     the key of axpby<f32,256,4> for sm_90
 //   kjit_test_helper warm DIR ITEMS...       compiles axpby<f32,256,ITEMS> into DIR; prints NVRTC runs
 //   kjit_test_helper flip FILE               flips one byte inside the first stored cubin of a cache file
+//   kjit_test_helper corrupt-index FILE      overwrites the root page of a cache file's kernels_by_name index
 //   kjit_test_helper warm-list DIR THREADS N [FSIZE]
 //       compiles scale<1..N> for sm_90 into DIR with THREADS threads through one Runtime; with
 //       FSIZE, first limits the size of any file it writes to FSIZE bytes (RLIMIT_FSIZE: a full
@@ -43,6 +44,29 @@ int main(int argc, char** argv) try {
         const int changed = sqlite3_changes(db);
         sqlite3_close(db);
         return rc == SQLITE_OK && changed == 1 ? 0 : 1;
+    }
+    if (command == "corrupt-index" && argc == 3) {  // the kernels_by_name index's root page overwritten
+        sqlite3* db = nullptr;
+        if (sqlite3_open(argv[2], &db) != SQLITE_OK) return 1;
+        sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr);
+        long long page_size = 0, root = 0;
+        const auto integer = [db](const char* sql) {
+            sqlite3_stmt* s = nullptr;
+            long long v = 0;
+            if (sqlite3_prepare_v2(db, sql, -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+                v = sqlite3_column_int64(s, 0);
+            sqlite3_finalize(s);
+            return v;
+        };
+        page_size = integer("PRAGMA page_size");
+        root = integer("SELECT rootpage FROM sqlite_master WHERE name = 'kernels_by_name'");
+        sqlite3_close(db);
+        if (page_size <= 0 || root <= 0) return 1;
+        std::FILE* f = std::fopen(argv[2], "r+b");
+        if (!f || std::fseek(f, (root - 1) * page_size, SEEK_SET) != 0) return 1;
+        const std::string junk(static_cast<std::size_t>(page_size), '\xff');
+        const bool written = std::fwrite(junk.data(), 1, junk.size(), f) == junk.size();
+        return std::fclose(f) == 0 && written ? 0 : 1;
     }
     if (command == "warm-list" && (argc == 5 || argc == 6)) {
         if (argc == 6) {

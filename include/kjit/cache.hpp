@@ -88,12 +88,20 @@ public:
 
     /// Every entry, blobs included (the caller may drop them).
     [[nodiscard]] std::vector<CacheEntry> entries();
-    /// SQLite's integrity check and every entry's checksums; one line per fault, empty if sound.
+    /// What this cache found wrong with its file since it opened it, one line each: a damaged
+    /// file set aside (and where it went: "damaged (…): moved it to …"), or why it works from
+    /// memory ("unusable (…)"). Empty while the file is sound. Needs no database.
+    [[nodiscard]] std::vector<std::string> incidents() const;
+    /// incidents(), then SQLite's integrity check and every entry's checksums; one line per
+    /// fault, empty if sound.
     [[nodiscard]] std::vector<std::string> verify();
-    /// Removes every entry (tuned winners stay); returns how many.
+    /// Removes every entry (tuned winners stay); returns how many. A file too damaged to delete
+    /// from (corrupt pages) is set aside as on opening it, a fresh one taking its place: 0, and
+    /// an incident says where it went.
     std::size_t clear();
     /// Removes least recently used entries until the blobs total at most `max_bytes`, then
-    /// compacts the file; returns how many were removed.
+    /// compacts the file; returns how many were removed. A damaged file is set aside, as clear()
+    /// does.
     std::size_t prune(std::uint64_t max_bytes);
     /// Writes the entries (of one arch, if given) and the tuned winners (kjit/tuning.hpp) into a
     /// new database file. A plain arch (sm_90) takes its arch-specific entries (sm_90a) along:

@@ -1,4 +1,5 @@
 // kjit cache: stats, ls, verify, clear, prune, export, import.
+#include <algorithm>
 #include <charconv>
 #include <ctime>
 #include <map>
@@ -104,12 +105,36 @@ int verify(const CacheOptions& o) {
     auto& cache = runtime(o.common).cache();
     const auto faults = cache.verify();
     for (const auto& f : faults) fmt::print("fault: {}\n", f);
-    fmt::print("{}: {}\n", cache.path().string(),
-               faults.empty() ? std::string("sound (integrity check ok, every checksum matches)")
-                              : fmt::format("{} fault(s); `kjit cache clear` or `prune` removes bad entries, and the "
-                                            "next use recompiles them",
-                                            faults.size()));
+    const auto any = [&](std::string_view prefix) {
+        return std::ranges::any_of(faults, [&](const std::string& f) { return f.starts_with(prefix); });
+    };
+    // Advice that works for the fault found: a damaged file was already set aside; corrupt pages
+    // take `clear` (which sets the file aside); bad entries are replaced by their next compile.
+    const std::string verdict =
+        faults.empty()       ? "sound (integrity check ok, every checksum matches)"
+        : any("damaged")     ? "damaged: the file was kept where the fault says, and this cache starts empty; "
+                               "`kjit warm` rebuilds it"
+        : any("unusable")    ? "cannot be used: fix what the fault says (permissions, space, the path), then "
+                               "run `kjit cache verify` again"
+        : any("integrity: ") ? "damaged pages: `kjit cache clear` sets the file aside and starts an empty cache; "
+                               "`kjit warm` rebuilds it"
+                             : "entries failing their checksums are recompiled and replaced on their next use; "
+                               "`kjit warm` replaces them now";
+    fmt::print("{}: {}\n", cache.path().string(), verdict);
     return faults.empty() ? ok : failure;
+}
+
+/// Runs a removal (clear, prune) and says what it did: how many entries went, or, where the
+/// file was too damaged to remove from, where it was set aside.
+template <class Remove>
+int remove_entries(const CacheOptions& o, Remove remove) {
+    auto& cache = runtime(o.common).cache();
+    const std::size_t known = cache.incidents().size();
+    const std::size_t removed = remove(cache);
+    if (const auto incidents = cache.incidents(); incidents.size() > known)
+        fmt::print("{}: {}; every entry is gone, `kjit warm` rebuilds them\n", cache.path().string(), incidents.back());
+    else fmt::print("removed {} entries\n", removed);
+    return ok;
 }
 
 }  // namespace
@@ -127,15 +152,12 @@ void add_cache(CLI::App& app, int& exit_code) {
     sub("stats", "Entries, bytes and hits, per arch and kernel", true, stats);
     sub("ls", "Every entry: readable id, arch, size, compile time, last use", true, ls);
     sub("verify", "SQLite integrity check and every checksum; exit 1 on any fault", false, verify);
-    sub("clear", "Remove every compiled entry", false, [](const CacheOptions& opts) {
-        fmt::print("removed {} entries\n", runtime(opts.common).cache().clear());
-        return static_cast<int>(ok);
-    });
+    sub("clear", "Remove every compiled entry (a damaged file is set aside)", false,
+        [](const CacheOptions& opts) { return remove_entries(opts, [](Cache& cache) { return cache.clear(); }); });
     sub("prune", "Remove least recently used entries down to a size", false,
         [](const CacheOptions& opts) {
-            const std::size_t removed = runtime(opts.common).cache().prune(parse_size(opts.max_size));
-            fmt::print("removed {} entries\n", removed);
-            return static_cast<int>(ok);
+            const std::uint64_t max_bytes = parse_size(opts.max_size);
+            return remove_entries(opts, [max_bytes](Cache& cache) { return cache.prune(max_bytes); });
         })
         ->add_option("--max-size", o.max_size, "Size to prune down to, e.g. 500M")
         ->required();

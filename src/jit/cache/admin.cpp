@@ -44,52 +44,67 @@ std::vector<CacheEntry> Cache::entries() {
     });
 }
 
+std::vector<std::string> Cache::incidents() const {
+    std::lock_guard lock(impl_->mutex);
+    return impl_->incidents;
+}
+
 std::vector<std::string> Cache::verify() {
-    return impl_->with_database([&](const Database& db) {
-        std::vector<std::string> faults;
-        auto check = db.prepare("PRAGMA integrity_check");
-        while (check.step())
-            if (const std::string line = check.text(0); line != "ok") faults.push_back("integrity: " + line);
-        each_entry(db, "main.kernels", [&](const detail::DecodedEntry& d) {
-            if (!d.failed_checksum.empty())
-                faults.push_back(fmt::format("entry {} ({}, {}): {} checksum mismatch", d.entry.key.hex(),
-                                             d.entry.readable_id, d.entry.arch, d.failed_checksum));
-        });
-        return faults;
+    std::vector<std::string> faults = incidents();
+    if (!faults.empty() && !persistent()) return faults;  // working from memory: no file to check
+    impl_->with_database([&](const Database& db) {
+        try {
+            auto check = db.prepare("PRAGMA integrity_check");
+            while (check.step())
+                if (const std::string line = check.text(0); line != "ok") faults.push_back("integrity: " + line);
+            each_entry(db, "main.kernels", [&](const detail::DecodedEntry& d) {
+                if (!d.failed_checksum.empty())
+                    faults.push_back(fmt::format("entry {} ({}, {}): {} checksum mismatch", d.entry.key.hex(),
+                                                 d.entry.readable_id, d.entry.arch, d.failed_checksum));
+            });
+        } catch (const detail::sqlite::Failure& failure) {
+            if (!failure.damaged()) throw;
+            faults.push_back("integrity: " + failure.what);  // pages too damaged to read through
+        }
     });
+    return faults;
 }
 
 std::size_t Cache::clear() {
-    return impl_->with_database([&](const Database& db) {
-        db.exec("DELETE FROM kernels");
-        return static_cast<std::size_t>(db.changes());
-    });
+    return impl_->with_database(
+        [&](const Database& db) {
+            db.exec("DELETE FROM kernels");
+            return static_cast<std::size_t>(db.changes());
+        },
+        /*set_damaged_aside=*/true);
 }
 
 std::size_t Cache::prune(std::uint64_t max_bytes) {
-    return impl_->with_database([&](const Database& db) {
-        std::vector<std::string> doomed;
-        {
-            auto s = db.prepare(
-                "SELECT key, length(ptx) + length(cubin) + length(log) FROM kernels "
-                "ORDER BY last_used_at DESC, created_at DESC");
-            std::uint64_t kept_bytes = 0;
-            while (s.step()) {
-                const auto bytes = static_cast<std::uint64_t>(s.integer(1));
-                if (kept_bytes + bytes <= max_bytes) kept_bytes += bytes;  // most recently used first stay
-                else doomed.push_back(s.text(0));
+    return impl_->with_database(
+        [&](const Database& db) {
+            std::vector<std::string> doomed;
+            {
+                auto s = db.prepare(
+                    "SELECT key, length(ptx) + length(cubin) + length(log) FROM kernels "
+                    "ORDER BY last_used_at DESC, created_at DESC");
+                std::uint64_t kept_bytes = 0;
+                while (s.step()) {
+                    const auto bytes = static_cast<std::uint64_t>(s.integer(1));
+                    if (kept_bytes + bytes <= max_bytes) kept_bytes += bytes;  // most recently used first stay
+                    else doomed.push_back(s.text(0));
+                }
             }
-        }
-        Transaction t(db);
-        auto del = db.prepare("DELETE FROM kernels WHERE key = ?");
-        for (const auto& key : doomed) {
-            del.bind(key).run("removing an entry");
-            del.reset();
-        }
-        t.commit();
-        db.exec("VACUUM");
-        return doomed.size();
-    });
+            Transaction t(db);
+            auto del = db.prepare("DELETE FROM kernels WHERE key = ?");
+            for (const auto& key : doomed) {
+                del.bind(key).run("removing an entry");
+                del.reset();
+            }
+            t.commit();
+            db.exec("VACUUM");
+            return doomed.size();
+        },
+        /*set_damaged_aside=*/true);
 }
 
 std::size_t Cache::export_to(const fs::path& file, const std::string& arch) {

@@ -9,8 +9,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include <fmt/format.h>
 #include <kjit/cache.hpp>
@@ -50,6 +52,9 @@ struct Cache::Impl {
     // replaced), so a waiter never re-reads a bad row and warns twice.
     std::unordered_set<CacheKey, detail::CacheKeyHash> refused;
     std::unordered_map<CacheKey, CacheEntry, detail::CacheKeyHash> memory;  // entries not written to db
+    // What went wrong with the file since it was opened (damage set aside and where, memory mode):
+    // verify() reports these before its own checks.
+    std::vector<std::string> incidents;
     const std::string host;
 
     Impl();
@@ -78,13 +83,15 @@ struct Cache::Impl {
     void to_memory(const detail::sqlite::Failure& failure);
 
     /// Runs `work` with the database, or throws Error when this cache works from memory or the
-    /// work fails (management commands: kjit cache …, tuned winners).
+    /// work fails (management commands: kjit cache …, tuned winners). With `set_damaged_aside`, a
+    /// damaged file is set aside instead (a fresh database takes its place) and `work` is not
+    /// retried: the result is a default-constructed value.
     template <class Work>
-    auto with_database(Work&& work);
+    auto with_database(Work&& work, bool set_damaged_aside = false);
 };
 
 template <class Work>
-auto Cache::Impl::with_database(Work&& work) {
+auto Cache::Impl::with_database(Work&& work, bool set_damaged_aside) {
     std::lock_guard lock(mutex);
     if (!db)
         throw Error(fmt::format("the kernel cache {} cannot be used (see the warning above): nothing to manage",
@@ -93,7 +100,10 @@ auto Cache::Impl::with_database(Work&& work) {
         flush_hits();
         return work(*db);
     } catch (const detail::sqlite::Failure& failure) {
-        throw Error(fmt::format("kernel cache {}: {}", path.string(), failure.what));
+        if (!set_damaged_aside || !failure.damaged() || read_only)
+            throw Error(fmt::format("kernel cache {}: {}", path.string(), failure.what));
+        set_aside(failure);
+        if constexpr (!std::is_void_v<decltype(work(*db))>) return decltype(work(*db)){};
     }
 }
 

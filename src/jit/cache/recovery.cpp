@@ -40,6 +40,8 @@ void Cache::Impl::set_aside(const Failure& failure) {
             std::error_code ignored;
             fs::rename(path.string() + suffix, aside.string() + suffix, ignored);
         }
+        incidents.push_back(
+            fmt::format("damaged ({}): moved it to {} and started a fresh, empty cache", failure.what, aside.string()));
         detail::warn(
             fmt::format("the kernel cache {} is damaged ({}): moved it to {} and started a fresh one; "
                         "its kernels are recompiled as they are needed",
@@ -53,6 +55,7 @@ void Cache::Impl::set_aside(const Failure& failure) {
 }
 
 void Cache::Impl::to_memory(const Failure& failure) {
+    incidents.push_back(fmt::format("unusable ({}): working from memory", failure.what));
     forget_hits();
     for (auto& f : find_statements) f.reset();
     db.reset();
