@@ -82,6 +82,23 @@ verify)  # a byte flipped inside a stored blob is found and named; import reject
   expect 1 "$kjit" cache import "$dir/shipped.sqlite3" --cache-dir "$dir/fresh"
   contains "rejected 1"
   ;;
+warm-unstored)  # a warm that could not store what it compiled says so and fails: 2 none stored, 1 some
+  : >"$dir/file"
+  expect 2 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir/file"
+  contains "4 compiled, 0 already cached, 0 failed"
+  contains "; 0 of them stored in $dir/file/kjit.sqlite3"
+  contains "only 0 of the 4 kernels this warm produced are stored"
+  expect 2 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir/file" --json
+  contains '"stored": 0'
+  # A full disk part-way (a file size limit, SIGXFSZ ignored so writes fail with EFBIG): 1.
+  expect 1 bash -c "trap '' XFSZ; ulimit -f 150; exec \"\$0\" \"\$@\"" "$kjit" warm --arch sm_90 \
+    --kernel conv2d_bn_silu_direct_forward --cache-dir "$dir/full" -j 1
+  contains "8 compiled, 0 already cached, 0 failed"
+  stored=$(sed -n 's/.*only \([0-9]*\) of the 8 kernels this warm produced are stored.*/\1/p' <<<"$out")
+  [[ -n $stored && $stored -ge 1 && $stored -lt 8 ]] || fail "a partial warm should store 1-7 of 8: $out"
+  expect 0 "$kjit" cache stats --cache-dir "$dir/full" --json
+  contains "\"entries\": $stored,"
+  ;;
 verify-damaged)  # a damaged file is reported (exit 1) with where it went; the advice given works
   printf 'not a database at all, %.0s' {1..200} >"$dir/kjit.sqlite3"
   expect 1 "$kjit" cache verify --cache-dir "$dir"

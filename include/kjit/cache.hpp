@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,9 @@ public:
     /// file set aside (and where it went: "damaged (…): moved it to …"), or why it works from
     /// memory ("unusable (…)"). Empty while the file is sound. Needs no database.
     [[nodiscard]] std::vector<std::string> incidents() const;
+    /// How many of `keys` the file holds, read apart from this cache's connection (so also when
+    /// this cache works from memory): what a warm actually left on disk. 0 without a readable file.
+    [[nodiscard]] std::size_t count_stored(std::span<const CacheKey> keys) const;
     /// incidents(), then SQLite's integrity check and every entry's checksums; one line per
     /// fault, empty if sound.
     [[nodiscard]] std::vector<std::string> verify();

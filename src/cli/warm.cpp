@@ -1,6 +1,7 @@
 // kjit warm: every shipped kernel × every valid configuration × each arch into the cache.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -90,20 +91,46 @@ int warm(const WarmOptions& o) {
     for (auto& w : workers) w.join();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (tty) fmt::print("\n");
+    // A warm ships what is in the file: where the cache fell back to memory, count what the file
+    // holds of what this warm produced.
+    Cache& cache = rt.cache();
+    const std::size_t produced = compiled + cached;
+    std::size_t stored = produced;
+    if (!cache.persistent()) {
+        std::vector<CacheKey> keys;
+        for (const Job& job : jobs) keys.push_back(job.kernel->key(CompileOptions{.arch = job.arch}));
+        stored = cache.count_stored(keys);
+    }
+    const std::vector<std::string> incidents = cache.incidents();
     if (o.common.json) {
-        nlohmann::json j{{"compiled", compiled.load()},        {"cached", cached.load()}, {"failed", failed},
-                         {"other_arch", other_arch},           {"seconds", seconds},      {"jobs", workers.size()},
-                         {"cache", rt.cache().path().string()}};
+        nlohmann::json j{{"compiled", compiled.load()},
+                         {"cached", cached.load()},
+                         {"stored", stored},
+                         {"failed", failed},
+                         {"other_arch", other_arch},
+                         {"seconds", seconds},
+                         {"jobs", workers.size()},
+                         {"cache", cache.path().string()}};
         fmt::print("{}\n", j.dump(2));
     } else {
         for (const auto& f : failed) fmt::print(stderr, "kjit: failed: {}\n", f);
-        fmt::print("{} compiled, {} already cached, {} failed in {:.1f} s ({} jobs) into {}\n", compiled.load(),
-                   cached.load(), failed.size(), seconds, workers.size(), rt.cache().path().string());
+        fmt::print("{} compiled, {} already cached, {} failed in {:.1f} s ({} jobs) {}\n", compiled.load(),
+                   cached.load(), failed.size(), seconds, workers.size(),
+                   stored == produced ? "into " + cache.path().string()
+                                      : fmt::format("; {} of them stored in {}", stored, cache.path().string()));
         if (other_arch)
             fmt::print(
                 "{} arch-specific configurations skipped: they are built only for their own arch (sm_90a for "
                 "9.0 devices)\n",
                 other_arch);
+    }
+    if (stored < produced) {
+        fmt::print(stderr,
+                   "kjit: only {} of the {} kernels this warm produced are stored in {} ({}); the rest were kept in "
+                   "memory and are lost at exit. Fix the cache (its path, permissions, space) and warm again\n",
+                   stored, produced, cache.path().string(),
+                   incidents.empty() ? std::string("see the warning above") : incidents.back());
+        return stored == 0 ? usage : failure;  // 2: the cache is unusable; 1: partly stored
     }
     return failed.empty() ? ok : failure;
 }

@@ -1,5 +1,6 @@
 // Cache management (kjit cache …): list, verify, clear, prune, export, import. Each needs a
 // usable database and throws Error otherwise.
+#include <algorithm>
 #include <cctype>
 
 #include <fmt/format.h>
@@ -68,6 +69,22 @@ std::vector<std::string> Cache::verify() {
         }
     });
     return faults;
+}
+
+std::size_t Cache::count_stored(std::span<const CacheKey> keys) const {
+    if (!fs::exists(impl_->path)) return 0;
+    try {
+        const Database file(impl_->path, SQLITE_OPEN_READONLY);
+        auto present = file.prepare("SELECT 1 FROM kernels WHERE key = ?");
+        return static_cast<std::size_t>(std::ranges::count_if(keys, [&](const CacheKey& key) {
+            present.bind(key.hex());
+            const bool found = present.step();
+            present.reset();
+            return found;
+        }));
+    } catch (const detail::sqlite::Failure&) {
+        return 0;  // not a kjit cache this version can read: nothing of ours is in it
+    }
 }
 
 std::size_t Cache::clear() {

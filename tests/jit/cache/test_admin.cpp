@@ -1,4 +1,4 @@
-// Cache management: prune and clear.
+// Cache management: prune, clear and count_stored.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -24,4 +24,17 @@ TEST_CASE("prune keeps the most recently used entries within the size, clear rem
     CHECK(cache.clear() == 2);
     CHECK(cache.entries().empty());
     CHECK(cache.verify().empty());
+}
+
+TEST_CASE("count_stored: how many of the keys the file holds, read apart from the cache's connection") {
+    test::TempDir dir;
+    Cache cache(dir.path());
+    CHECK(cache.count_stored(std::vector{sample_entry(1).key}) == 0);
+    for (std::uint64_t i = 1; i <= 3; ++i) cache.store(sample_entry(i));
+    const std::vector keys{sample_entry(1).key, sample_entry(3).key, sample_entry(7).key};
+    CHECK(cache.count_stored(keys) == 2);
+    CHECK(cache.incidents().empty());
+    // A fresh cache elsewhere holds none of them.
+    const Cache elsewhere(dir.path() / "never-created");
+    CHECK(elsewhere.count_stored(keys) == 0);
 }
