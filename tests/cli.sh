@@ -81,6 +81,21 @@ verify)  # a byte flipped inside a stored blob is found and named; import reject
   "$helper" flip "$dir/shipped.sqlite3" || fail "could not flip a byte"
   expect 1 "$kjit" cache import "$dir/shipped.sqlite3" --cache-dir "$dir/fresh"
   contains "rejected 1"
+  # Export leaves out an entry that fails its checksum, and says so: exit 1.
+  "$helper" flip "$dir/fresh/kjit.sqlite3" || fail "could not flip a byte"
+  expect 1 "$kjit" cache export "$dir/reshipped.sqlite3" --cache-dir "$dir/fresh"
+  contains "exported 2 entries"
+  contains "left out 1 entries that fail their checksums"
+  expect 0 "$kjit" cache import "$dir/reshipped.sqlite3" --cache-dir "$dir/clean"
+  contains "imported 2, kept 0 already here, rejected 0"
+  # Exports that would write nothing are errors; a cache cannot import its own file.
+  expect 2 "$kjit" cache export "" --cache-dir "$dir"
+  contains "needs the name of the new cache file"
+  expect 2 "$kjit" cache export "$dir/x.sqlite3" --arch garbage --cache-dir "$dir"
+  contains "garbage"
+  [[ -e $dir/x.sqlite3 ]] && fail "an export with a bad --arch wrote $dir/x.sqlite3"
+  expect 2 timeout 20 "$kjit" cache import "$dir/kjit.sqlite3" --cache-dir "$dir"
+  contains "is this cache's own file"
   ;;
 warm-unstored)  # a warm that could not store what it compiled says so and fails: 2 none stored, 1 some
   : >"$dir/file"

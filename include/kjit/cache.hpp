@@ -39,6 +39,12 @@ struct CacheEntry {
 [[nodiscard]] CacheEntry make_cache_entry(const Kernel& kernel, const CompileOptions& options, Compiled compiled);
 
 /// What an import did.
+/// What Cache::export_to wrote.
+struct ExportReport {
+    std::size_t exported = 0;  ///< entries written to the file
+    std::size_t rejected = 0;  ///< failed their checksums here: left out of the file
+};
+
 struct ImportReport {
     std::size_t imported = 0;  ///< written into this cache
     std::size_t kept = 0;      ///< already here and valid: left as they were
@@ -109,8 +115,9 @@ public:
     std::size_t prune(std::uint64_t max_bytes);
     /// Writes the entries (of one arch, if given) and the tuned winners (kjit/tuning.hpp) into a
     /// new database file. A plain arch (sm_90) takes its arch-specific entries (sm_90a) along:
-    /// what a device of that arch loads.
-    std::size_t export_to(const std::filesystem::path& file, const std::string& arch = {});
+    /// what a device of that arch loads. Entries failing their checksums are left out (and
+    /// counted): a shipped cache holds only entries that load.
+    ExportReport export_to(const std::filesystem::path& file, const std::string& arch = {});
     /// Adds the entries (and tuned winners) of another kjit cache file. Entries failing their
     /// checksums are rejected; a valid entry or a winner here is never replaced.
     ImportReport import_from(const std::filesystem::path& file);

@@ -163,9 +163,16 @@ void add_cache(CLI::App& app, int& exit_code) {
         ->required();
     auto* ex = sub("export", "Write the entries (of one arch) into a new cache file to ship", false,
                    [](const CacheOptions& opts) {
-                       const std::size_t n = runtime(opts.common).cache().export_to(opts.file, opts.arch);
-                       fmt::print("exported {} entries to {}\n", n, opts.file);
-                       return static_cast<int>(ok);
+                       // A named arch must be one NVRTC targets (an unknown one would export nothing).
+                       const std::string arch = opts.arch.empty() ? "" : Arch::parse(opts.arch).name();
+                       const ExportReport r = runtime(opts.common).cache().export_to(opts.file, arch);
+                       fmt::print("exported {} entries to {}\n", r.exported, opts.file);
+                       if (r.rejected)
+                           fmt::print(stderr,
+                                      "kjit: left out {} entries that fail their checksums (`kjit cache verify` names "
+                                      "them; `kjit warm` replaces them): export again after it\n",
+                                      r.rejected);
+                       return static_cast<int>(r.rejected ? failure : ok);
                    });
     ex->add_option("file", o.file, "New database file")->required();
     ex->add_option("--arch", o.arch,

@@ -124,7 +124,8 @@ std::size_t Cache::prune(std::uint64_t max_bytes) {
         /*set_damaged_aside=*/true);
 }
 
-std::size_t Cache::export_to(const fs::path& file, const std::string& arch) {
+ExportReport Cache::export_to(const fs::path& file, const std::string& arch) {
+    if (file.empty()) throw UsageError("export needs the name of the new cache file to write");
     if (fs::exists(file))
         throw UsageError(
             fmt::format("{} exists: export writes a new file; remove it or choose another name", file.string()));
@@ -142,10 +143,22 @@ std::size_t Cache::export_to(const fs::path& file, const std::string& arch) {
                                                arch.empty() ? "" : " WHERE arch = ? OR arch = ?"));
             if (!arch.empty()) copy.bind(arch, plain ? arch + "a" : arch);
             copy.run("copying entries");
-            const auto n = static_cast<std::size_t>(db.changes());
+            ExportReport report{.exported = static_cast<std::size_t>(db.changes())};
+            // Entries that fail their checksums would fail every load where they ship: left out.
+            std::vector<std::string> bad;
+            each_entry(db, "export_target.kernels", [&](const detail::DecodedEntry& d) {
+                if (!d.failed_checksum.empty()) bad.push_back(d.entry.key.hex());
+            });
+            auto drop = db.prepare("DELETE FROM export_target.kernels WHERE key = ?");
+            for (const auto& key : bad) {
+                drop.bind(key).run("leaving out an entry that fails its checksum");
+                drop.reset();
+            }
+            report.rejected = bad.size();
+            report.exported -= bad.size();
             db.exec("INSERT INTO export_target.tuned SELECT * FROM main.tuned");
             t.commit();
-            return n;
+            return report;
         } catch (...) {
             std::error_code ec;
             fs::remove(file, ec);  // nothing half-written stays behind
@@ -158,6 +171,9 @@ ImportReport Cache::import_from(const fs::path& file) {
     if (!fs::is_regular_file(file))
         throw UsageError(
             fmt::format("{} is not a file: give the path of a cache exported with kjit cache export", file.string()));
+    if (std::error_code ec; fs::equivalent(file, impl_->path, ec))
+        throw UsageError(fmt::format("{} is this cache's own file: import another cache (kjit cache export writes one)",
+                                     file.string()));
     return impl_->with_database([&](const Database& db) {
         auto not_a_cache = [&](std::string_view why) {
             return UsageError(fmt::format("{} is not a kjit cache ({}): give a file written by kjit cache export",

@@ -30,7 +30,7 @@ TEST_CASE("tuned winners: stored, found by (kernel, shape, device, arch), replac
     CHECK(tuned_configs(cache).size() == 2);
 
     cache.store(sample_entry());
-    CHECK(cache.export_to(dir.path() / "shipped.sqlite3") == 1);
+    CHECK(cache.export_to(dir.path() / "shipped.sqlite3").exported == 1);
     CHECK_THROWS_WITH_AS((void)cache.export_to(dir.path() / "shipped.sqlite3"), doctest::Contains("exists"),
                          UsageError);
     test::TempDir deployed;
