@@ -154,6 +154,11 @@ prune)  # least recently used first, down to the size asked for
 usage)  # usage errors exit 2 and say what to do
   expect 2 "$kjit" warm --cache-dir "$dir" --arch sm_12
   contains "unsupported arch 'sm_12'"
+  for arch in sm_80a sm_75a sm_90f; do  # suffixed targets NVRTC has not: refused before any compile
+    expect 2 "$kjit" warm --cache-dir "$dir" --arch $arch --kernel axpby
+    contains "unsupported arch '$arch'"
+    contains "sm_90, sm_90a,"
+  done
   expect 2 "$kjit" ptx no_such_kernel --arch sm_90 --cache-dir "$dir"
   contains "unknown kernel 'no_such_kernel'"
   expect 2 "$kjit" ptx conv2d_bn_silu_gemm_forward -D BLOCK_M=64 --arch sm_90 --cache-dir "$dir"

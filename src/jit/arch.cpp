@@ -1,6 +1,8 @@
 // Targets and the canonical NVRTC option list.
 #include <algorithm>
 #include <charconv>
+#include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 #include <kjit/compile.hpp>
@@ -21,16 +23,44 @@ std::vector<int> supported_arch_numbers() {
     return archs;
 }
 
+namespace {
+/// Whether this NVRTC takes `--gpu-architecture=name`: arch-specific (sm_90a) and family (sm_100f)
+/// targets exist only for some archs, which NVRTC lists nowhere. Asked once per name, by
+/// compiling an empty program.
+bool nvrtc_accepts(const std::string& name) {
+    static std::mutex mutex;
+    static std::map<std::string, bool> known;
+    std::lock_guard lock(mutex);
+    if (const auto it = known.find(name); it != known.end()) return it->second;
+    nvrtcProgram program = nullptr;
+    detail::check_nvrtc(nvrtcCreateProgram(&program, "", "arch_probe.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
+    const std::string option = "--gpu-architecture=" + name;
+    const char* options[] = {option.c_str()};
+    const bool accepted = nvrtcCompileProgram(program, 1, options) == NVRTC_SUCCESS;
+    nvrtcDestroyProgram(&program);
+    return known[name] = accepted;
+}
+
+/// Every target name this NVRTC accepts: sm_XY for each supported number, and the suffixed ones.
+std::vector<std::string> accepted_targets() {
+    std::vector<std::string> names;
+    for (int n : supported_arch_numbers()) {
+        names.push_back(fmt::format("sm_{}", n));
+        for (char suffix : {'a', 'f'})
+            if (const auto name = fmt::format("sm_{}{}", n, suffix); nvrtc_accepts(name)) names.push_back(name);
+    }
+    return names;
+}
+}  // namespace
+
 std::string Arch::name() const {
     return suffix_ ? fmt::format("sm_{}{}", number(), suffix_) : fmt::format("sm_{}", number());
 }
 
 Arch Arch::parse(std::string_view text) {
     auto fail = [&](std::string_view why) -> Arch {
-        throw UsageError(
-            fmt::format("unsupported arch '{}': {}. Use sm_XY (optionally sm_XYa or sm_XYf) with XY "
-                        "one of {} (what this NVRTC supports)",
-                        text, why, fmt::join(supported_arch_numbers(), ", ")));
+        throw UsageError(fmt::format("unsupported arch '{}': {}. This NVRTC compiles for {}", text, why,
+                                     fmt::join(accepted_targets(), ", ")));
     };
     std::string_view rest = text;
     for (std::string_view prefix : {"sm_", "compute_"})
@@ -57,7 +87,10 @@ Arch Arch::parse(std::string_view text) {
     const auto supported = supported_arch_numbers();
     if (std::find(supported.begin(), supported.end(), major * 10 + minor) == supported.end())
         return fail("this NVRTC cannot compile for it");
-    return Arch(major, minor, suffix);
+    const Arch arch(major, minor, suffix);
+    if (suffix && !nvrtc_accepts(arch.name()))
+        return fail(suffix == 'a' ? "no arch-specific target of that arch" : "no family target of that arch");
+    return arch;
 }
 
 std::vector<std::string> CompileOptions::canonical() const {
