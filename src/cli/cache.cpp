@@ -1,7 +1,9 @@
 // kjit cache: stats, ls, verify, clear, prune, export, import.
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <ctime>
+#include <limits>
 #include <map>
 
 #include "cli.hpp"
@@ -20,16 +22,40 @@ std::uint64_t blob_bytes(const CacheEntry& e) {
     return e.compiled.ptx.size() + e.compiled.cubin.size() + e.compiled.log.size();
 }
 
-/// "500M", "2G", "64k", "1000" → bytes.
+/// A byte count with an optional unit, case ignored ("500M", "2g", "64KiB", "1000"): K, M, G, T (or
+/// KB … TB) powers of 1000, as `stats` prints MB; KiB, MiB, GiB, TiB powers of 1024. A size past
+/// 2^64 bytes is an error, not a wrapped-around small one.
 std::uint64_t parse_size(const std::string& text) {
+    const auto bad = [&](std::string_view why) {
+        return UsageError(
+            fmt::format("--max-size {}: {}; give a byte count or a size like 500M, 2G or 64KiB (K, M, "
+                        "G, T are powers of 1000, as `kjit cache stats` prints; KiB, MiB, GiB, TiB "
+                        "of 1024)",
+                        text, why));
+    };
     std::uint64_t value = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    const std::string unit(end, text.data() + text.size());
-    const std::map<std::string, std::uint64_t> units{{"", 1},           {"B", 1},          {"k", 1ULL << 10},
-                                                     {"K", 1ULL << 10}, {"M", 1ULL << 20}, {"G", 1ULL << 30}};
+    if (end == text.data()) throw bad("not a number");
+    if (ec == std::errc::result_out_of_range) throw bad("too large");
+    std::string unit(end, text.data() + text.size());
+    std::ranges::transform(unit, unit.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    const std::map<std::string, std::uint64_t> units{{"", 1},
+                                                     {"b", 1},
+                                                     {"k", 1000},
+                                                     {"kb", 1000},
+                                                     {"m", 1000'000},
+                                                     {"mb", 1000'000},
+                                                     {"g", 1000'000'000},
+                                                     {"gb", 1000'000'000},
+                                                     {"t", 1000'000'000'000},
+                                                     {"tb", 1000'000'000'000},
+                                                     {"kib", 1ULL << 10},
+                                                     {"mib", 1ULL << 20},
+                                                     {"gib", 1ULL << 30},
+                                                     {"tib", 1ULL << 40}};
     const auto scale = units.find(unit);
-    if (ec != std::errc{} || end == text.data() || scale == units.end())
-        throw UsageError(fmt::format("--max-size {}: give a size like 500M, 2G, 64K or a byte count", text));
+    if (scale == units.end()) throw bad(fmt::format("unknown unit '{}'", std::string(end, text.data() + text.size())));
+    if (value > std::numeric_limits<std::uint64_t>::max() / scale->second) throw bad("larger than 2^64 bytes");
     return value * scale->second;
 }
 
