@@ -189,6 +189,12 @@ usage)  # usage errors exit 2 and say what to do
   expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/negative.json" --cache-dir "$dir"
   contains "layer 1: pad = -1"
   expect 2 "$kjit" frobnicate
+  contains "unknown subcommand 'frobnicate' of kjit: use one of warm, ptx,"
+  expect 2 "$kjit" cache frobnicate
+  contains "unknown subcommand 'frobnicate' of kjit cache: use one of stats,"
+  expect 2 env KJIT_KERNELS_DIR="$dir/no-such-dir" "$kjit" ptx axpby -D T=f32 -D BLOCK=256 -D ITEMS=4 --arch sm_90 \
+    --cache-dir "$dir"
+  contains "KJIT_KERNELS_DIR=$dir/no-such-dir is not a directory"
   expect 2 "$kjit" run conv2d_bn_silu --batch 1 --cin 8 --cout 8 --hw 4 4 --config NHWC=1 BLOCK_M=64 BLOCK_N=32 STAGES=8
   contains "add --channels-last"
   echo '{"layers": [{"batch": 1, "cin": 8}]}' >"$dir/bad.json"

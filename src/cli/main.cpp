@@ -55,6 +55,33 @@ Arch local_arch_or_explain(std::string_view what) {
                     device_unavailable_reason(), what));
 }
 
+/// The name of the first word that is not a subcommand where one is expected ("kjit bogus",
+/// "kjit cache bogus"), with the choices, or "" when the words name subcommands: CLI11 would only
+/// say that a subcommand is required.
+std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
+    CLI::App* current = &app;
+    std::string path = "kjit";
+    // CLI11 keeps option groups among the subcommands: they are not words to type.
+    const auto subcommands = [](CLI::App* app) {
+        return app->get_subcommands([](CLI::App* sub) { return dynamic_cast<CLI::Option_group*>(sub) == nullptr; });
+    };
+    for (int i = 1; i < argc && !subcommands(current).empty(); ++i) {
+        const std::string word = argv[i];
+        if (word.starts_with('-')) return {};
+        const auto subs = subcommands(current);
+        const auto found = std::ranges::find_if(subs, [&](CLI::App* sub) { return sub->check_name(word); });
+        if (found == subs.end()) {
+            std::vector<std::string> names;
+            for (const CLI::App* sub : subs) names.push_back(sub->get_name());
+            return fmt::format("unknown subcommand '{}' of {}: use one of {} ({} --help says what each does)", word,
+                               path, fmt::join(names, ", "), path);
+        }
+        path += " " + word;
+        current = *found;
+    }
+    return {};
+}
+
 }  // namespace kjit::cli
 
 int main(int argc, char** argv) {
@@ -73,6 +100,10 @@ int main(int argc, char** argv) {
     add_run_and_tune(app, exit_code);
     add_cache(app, exit_code);
     add_model(app, exit_code);
+    if (const std::string unknown = unknown_subcommand(app, argc, argv); !unknown.empty()) {
+        std::fprintf(stderr, "kjit: %s\n", unknown.c_str());
+        return usage;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

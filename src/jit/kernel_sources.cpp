@@ -17,6 +17,11 @@ namespace {
 std::optional<std::filesystem::path> kernels_dir_override() {
     const char* dir = std::getenv("KJIT_KERNELS_DIR");
     if (!dir || !*dir) return std::nullopt;
+    if (std::error_code ec; !std::filesystem::is_directory(dir, ec))
+        throw UsageError(
+            fmt::format("KJIT_KERNELS_DIR={} is not a directory: point it at a kernels_src folder, or "
+                        "unset it to use the kernels built into kjit",
+                        dir));
     return std::filesystem::path(dir);
 }
 
