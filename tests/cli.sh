@@ -190,6 +190,17 @@ usage)  # usage errors exit 2 and say what to do
   contains "layer 1: pad = -1"
   expect 2 "$kjit" frobnicate
   contains "unknown subcommand 'frobnicate' of kjit: use one of warm, ptx,"
+  # An empty cache directory is an error, not the default; reading commands create nothing.
+  expect 2 "$kjit" cache ls --cache-dir ""
+  contains "--cache-dir is empty"
+  expect 2 env KJIT_CACHE_DIR= "$kjit" warm --arch sm_90 --kernel axpby
+  contains "KJIT_CACHE_DIR is set but empty"
+  for verb in stats ls verify; do
+    expect 2 "$kjit" cache $verb --cache-dir "$dir/nowhere"
+    contains "there is no kernel cache at $dir/nowhere/kjit.sqlite3"
+  done
+  expect 2 "$kjit" cache export "$dir/out.sqlite3" --cache-dir "$dir/nowhere"
+  [[ -e $dir/nowhere || -e $dir/out.sqlite3 ]] && fail "a reading command created $dir/nowhere or an export"
   expect 2 "$kjit" cache frobnicate
   contains "unknown subcommand 'frobnicate' of kjit cache: use one of stats,"
   expect 2 env KJIT_KERNELS_DIR="$dir/no-such-dir" "$kjit" ptx axpby -D T=f32 -D BLOCK=256 -D ITEMS=4 --arch sm_90 \

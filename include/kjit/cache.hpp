@@ -58,7 +58,8 @@ public:
     static constexpr const char* file_name = "kjit.sqlite3";
 
     /// $KJIT_CACHE_DIR; else `cache/` of the kjit repository containing the working
-    /// directory; else $XDG_CACHE_HOME/kjit; else ~/.cache/kjit.
+    /// directory; else $XDG_CACHE_HOME/kjit; else ~/.cache/kjit. Throws UsageError when
+    /// KJIT_CACHE_DIR is set but empty (a script's unset variable, not a wish for the default).
     [[nodiscard]] static std::filesystem::path default_directory();
 
     /// Opens (creating if needed) `directory/kjit.sqlite3`.

@@ -66,8 +66,20 @@ std::string when(std::int64_t unix_seconds) {
     return buffer;
 }
 
+/// The cache of a command that only reads it (stats, ls, verify, export): one must be there —
+/// such a command creates no directory and no database where the user pointed by mistake.
+Cache& existing_cache(const Common& common, std::string_view verb) {
+    const auto file = cache_directory(common) / Cache::file_name;
+    if (std::error_code ec; !std::filesystem::exists(file, ec))
+        throw UsageError(
+            fmt::format("there is no kernel cache at {}: nothing to {} (`kjit warm` makes one there; "
+                        "check --cache-dir or KJIT_CACHE_DIR)",
+                        file.string(), verb));
+    return runtime(common).cache();
+}
+
 int stats(const CacheOptions& o) {
-    auto& cache = runtime(o.common).cache();
+    auto& cache = existing_cache(o.common, "count");
     const auto entries = cache.entries();
     struct Totals {
         std::size_t entries = 0;
@@ -106,7 +118,7 @@ int stats(const CacheOptions& o) {
 }
 
 int ls(const CacheOptions& o) {
-    const auto entries = runtime(o.common).cache().entries();
+    const auto entries = existing_cache(o.common, "list").entries();
     if (o.common.json) {
         nlohmann::json j = nlohmann::json::array();
         for (const auto& e : entries)
@@ -128,7 +140,7 @@ int ls(const CacheOptions& o) {
 }
 
 int verify(const CacheOptions& o) {
-    auto& cache = runtime(o.common).cache();
+    auto& cache = existing_cache(o.common, "verify");
     const auto faults = cache.verify();
     for (const auto& f : faults) fmt::print("fault: {}\n", f);
     const auto any = [&](std::string_view prefix) {
@@ -191,7 +203,7 @@ void add_cache(CLI::App& app, int& exit_code) {
                    [](const CacheOptions& opts) {
                        // A named arch must be one NVRTC targets (an unknown one would export nothing).
                        const std::string arch = opts.arch.empty() ? "" : Arch::parse(opts.arch).name();
-                       const ExportReport r = runtime(opts.common).cache().export_to(opts.file, arch);
+                       const ExportReport r = existing_cache(opts.common, "export").export_to(opts.file, arch);
                        fmt::print("exported {} entries to {}\n", r.exported, opts.file);
                        if (r.rejected)
                            fmt::print(stderr,

@@ -19,9 +19,10 @@ enum Exit : int { ok = 0, failure = 1, usage = 2 };
 
 /// Options every subcommand takes.
 struct Common {
-    std::string cache_dir;  ///< --cache-dir, else $KJIT_CACHE_DIR and the default rule
-    bool verbose = false;   ///< -v: log hits, misses and compile times
-    bool json = false;      ///< --json where the subcommand prints tables
+    std::string cache_dir;         ///< --cache-dir, else $KJIT_CACHE_DIR and the default rule
+    bool cache_dir_given = false;  ///< --cache-dir was on the command line (an empty one is an error)
+    bool verbose = false;          ///< -v: log hits, misses and compile times
+    bool json = false;             ///< --json where the subcommand prints tables
 };
 
 void add_common_options(CLI::App& sub, Common& common, bool json);

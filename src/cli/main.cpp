@@ -9,18 +9,22 @@
 namespace kjit::cli {
 
 void add_common_options(CLI::App& sub, Common& common, bool json) {
-    sub.add_option("--cache-dir", common.cache_dir,
-                   "Cache directory (default: $KJIT_CACHE_DIR, the repository's "
-                   "cache/, $XDG_CACHE_HOME/kjit or ~/.cache/kjit)");
+    CLI::Option* cache_dir = sub.add_option("--cache-dir", common.cache_dir,
+                                            "Cache directory (default: $KJIT_CACHE_DIR, the repository's "
+                                            "cache/, $XDG_CACHE_HOME/kjit or ~/.cache/kjit)");
     sub.add_flag("-v,--verbose", common.verbose, "Log cache hits, misses and compile times");
     if (json) sub.add_flag("--json", common.json, "Print JSON instead of a table");
-    sub.parse_complete_callback([&common] {
+    sub.parse_complete_callback([&common, cache_dir] {
+        common.cache_dir_given = cache_dir->count() > 0;
         if (common.verbose) set_log_level(LogLevel::debug);
     });
 }
 
 std::filesystem::path cache_directory(const Common& common) {
-    return common.cache_dir.empty() ? Cache::default_directory() : std::filesystem::path(common.cache_dir);
+    if (!common.cache_dir_given) return Cache::default_directory();
+    if (common.cache_dir.empty())
+        throw UsageError("--cache-dir is empty: give a directory, or leave the option out for the default");
+    return common.cache_dir;
 }
 
 Runtime& runtime(const Common& common) {

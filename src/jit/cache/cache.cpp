@@ -168,7 +168,13 @@ void Cache::Impl::warn_once(const std::string& message) {
 // ---- the public face ------------------------------------------------------------------------
 
 fs::path Cache::default_directory() {
-    if (const char* dir = std::getenv("KJIT_CACHE_DIR"); dir && *dir) return dir;
+    if (const char* dir = std::getenv("KJIT_CACHE_DIR")) {
+        if (!*dir)
+            throw UsageError(
+                "KJIT_CACHE_DIR is set but empty: give it a directory, or unset it for the default "
+                "(the checkout's cache/, $XDG_CACHE_HOME/kjit or ~/.cache/kjit)");
+        return dir;
+    }
     // Inside a kjit checkout: its cache/ folder (marked by cache/README.md beside kernels_src/).
     std::error_code ec;
     for (fs::path dir = fs::current_path(ec); !ec && !dir.empty(); dir = dir.parent_path()) {

@@ -108,6 +108,9 @@ TEST_CASE("default location: KJIT_CACHE_DIR, then the repository's cache/, then 
     EnvScope scope({"KJIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME"});
     ::setenv("KJIT_CACHE_DIR", "/some/where", 1);
     CHECK(Cache::default_directory() == fs::path("/some/where"));
+    ::setenv("KJIT_CACHE_DIR", "", 1);  // set but empty: an error, not the default
+    CHECK_THROWS_WITH_AS((void)Cache::default_directory(), doctest::Contains("KJIT_CACHE_DIR is set but empty"),
+                         UsageError);
     ::unsetenv("KJIT_CACHE_DIR");
 
     fs::current_path(fs::path(KJIT_SOURCE_DIR) / "kernels_src" / "kjit");  // anywhere inside the checkout
