@@ -11,6 +11,11 @@ expect() {  # expect RC COMMAND...: runs it, keeps output in $out, checks the ex
   [[ $rc == "$want" ]] || fail "exit $rc, not $want: $* -> $out"
 }
 contains() { grep -qF -- "$1" <<<"$out" || fail "output lacks '$1': $out"; }
+shapes_error() {  # shapes_error JSON TEXT: kjit tune --shapes on a file holding JSON is a usage error saying TEXT
+  echo "$1" >"$dir/shapes.json"
+  expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/shapes.json" --cache-dir "$dir"
+  contains "$2"
+}
 
 case $case_name in
 warm)  # no GPU needed: sm_90 from the command line; a second run is all hits
@@ -182,12 +187,8 @@ usage)  # usage errors exit 2 and say what to do
   contains "cin"
   expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/no-such-file.json" --cache-dir "$dir"
   contains "File does not exist"
-  echo '{"layers": [{"batch": 4294967297, "cin": 8, "cout": 8, "hw": [4, 4]}]}' >"$dir/huge.json"
-  expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/huge.json" --cache-dir "$dir"
-  contains "fits 32 bits"
-  echo '{"layers": [{"batch": 1, "cin": 8, "cout": 8, "hw": [4, 4], "pad": -1}]}' >"$dir/negative.json"
-  expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/negative.json" --cache-dir "$dir"
-  contains "layer 1: pad = -1"
+  shapes_error '{"layers": [{"batch": 4294967297, "cin": 8, "cout": 8, "hw": [4, 4]}]}' "fits 32 bits"
+  shapes_error '{"layers": [{"batch": 1, "cin": 8, "cout": 8, "hw": [4, 4], "pad": -1}]}' "layer 1: pad = -1"
   expect 2 "$kjit" frobnicate
   contains "unknown subcommand 'frobnicate' of kjit: use one of warm, ptx,"
   # An empty cache directory is an error, not the default; reading commands create nothing.
@@ -208,12 +209,11 @@ usage)  # usage errors exit 2 and say what to do
   contains "KJIT_KERNELS_DIR=$dir/no-such-dir is not a directory"
   expect 2 "$kjit" run conv2d_bn_silu --batch 1 --cin 8 --cout 8 --hw 4 4 --config NHWC=1 BLOCK_M=64 BLOCK_N=32 STAGES=8
   contains "add --channels-last"
-  echo '{"layers": [{"batch": 1, "cin": 8}]}' >"$dir/bad.json"
-  expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/bad.json" --cache-dir "$dir"
-  contains "--shapes"
-  echo 'not json' >"$dir/worse.json"
-  expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/worse.json" --cache-dir "$dir"
-  contains "parse error"
+  shapes_error '{"layers": [{"batch": 1, "cin": 8}]}' "--shapes"
+  shapes_error '{"layers": [{"batch": 1, "cin": 8, "cout": 8, "hw": [4, 4], "kernel": [3, 3]}]}' \
+    'layer 1: unknown key "kernel": the keys are batch, cin, cout, hw, kernel_size'
+  shapes_error '{"layers": [{"batch": 1, "cin": 8, "cout": 8, "hw": [4, 4]}], "layer": []}' 'unknown key "layer"'
+  shapes_error 'not json' "parse error"
   if ! command -v cuobjdump >/dev/null && ! command -v nvdisasm >/dev/null && [[ ! -x /usr/local/cuda/bin/cuobjdump ]] &&
      [[ ! -x /usr/local/cuda/bin/nvdisasm ]]; then
     expect 2 "$kjit" ptx axpby -D T=f32 -D BLOCK=256 -D ITEMS=4 --arch sm_90 --sass --cache-dir "$dir"

@@ -1,4 +1,5 @@
 // Layers for kjit run / tune: from command-line numbers or a shapes file (JSON, untrusted).
+#include <algorithm>
 #include <climits>
 
 #include "cli.hpp"
@@ -66,12 +67,24 @@ std::vector<Layer> parse_layers(std::string_view text, const std::string& source
     }
     if (!j.is_object() || !j.contains("layers") || !j["layers"].is_array())
         throw UsageError(fmt::format("{}: no \"layers\" list ({})", source, example));
+    // A misspelt key would otherwise be ignored and its default used: every key must be known.
+    const auto only_known = [&](const nlohmann::json& object, std::initializer_list<std::string_view> known) {
+        for (const auto& [key, value] : object.items())
+            if (std::ranges::find(known, key) == known.end())
+                throw UsageError(fmt::format("unknown key \"{}\": the keys are {}", key, fmt::join(known, ", ")));
+    };
+    try {
+        only_known(j, {"layers"});
+    } catch (const UsageError& e) {
+        throw UsageError(fmt::format("{}: {}", source, e.what()));
+    }
     if (j["layers"].empty()) throw UsageError(fmt::format("{}: the \"layers\" list is empty", source));
     std::vector<Layer> layers;
     for (std::size_t i = 0; i < j["layers"].size(); ++i) {
         const auto& l = j["layers"][i];
         try {
             if (!l.is_object()) throw UsageError("it is not an object");
+            only_known(l, {"batch", "cin", "cout", "hw", "kernel_size", "stride", "pad", "groups"});
             const auto [h, w] = pair_field(l, "hw", std::nullopt);
             const auto [kh, kw] = pair_field(l, "kernel_size", std::pair{1, 1});
             layers.push_back(make_layer({.batch = int_field(l, "batch"),

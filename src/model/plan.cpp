@@ -2,6 +2,7 @@
 // concrete shapes and parameter slots. No GPU needed.
 #include <algorithm>
 #include <climits>
+#include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -22,7 +23,19 @@ class JsonAttrs final : public NodeAttrs {
 public:
     JsonAttrs(const json& attrs, std::string node) : attrs_(attrs), node_(std::move(node)) {}
 
-    bool has(std::string_view key) const override { return attrs_.contains(key); }
+    bool has(std::string_view key) const override {
+        read_.emplace(key);
+        return attrs_.contains(key);
+    }
+
+    /// The attributes the op never asked for: a misspelt key would otherwise be ignored and its
+    /// default used. Every error names the node.
+    void check_all_read(const std::string& op) const {
+        for (const auto& [key, value] : attrs_.items())
+            if (!read_.contains(key))
+                fail(fmt::format("unknown attribute '{}' of op '{}' (it reads {})", key, op,
+                                 read_.empty() ? std::string("none") : fmt::format("{}", fmt::join(read_, ", "))));
+    }
 
     int integer(std::string_view key, std::optional<int> fallback) const override {
         if (!has(key)) return fallback ? *fallback : missing(key);
@@ -62,7 +75,17 @@ private:
     }
     const json& attrs_;
     std::string node_;
+    mutable std::set<std::string, std::less<>> read_;  // keys the op asked for, present or not
 };
+
+/// Throws unless every key of the object `j` is one of `known` (a misspelt key would be ignored).
+void only_keys(const json& j, std::initializer_list<std::string_view> known, const std::string& where) {
+    if (!j.is_object()) return;  // the field checks say what is wrong with it
+    for (const auto& [key, value] : j.items())
+        if (std::ranges::find(known, key) == known.end())
+            throw UsageError(
+                fmt::format("{}: unknown key \"{}\" (the keys are {})", where, key, fmt::join(known, ", ")));
+}
 
 /// A shape from JSON: positive integers, "B" for the batch.
 Shape shape_of(const json& j, int batch, const std::string& what) {
@@ -101,6 +124,7 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
         throw UsageError(fmt::format("the graph is not valid JSON: {}", e.what()));
     }
     if (!g.is_object()) throw UsageError("the graph must be a JSON object with inputs, outputs and nodes");
+    only_keys(g, {"name", "inputs", "nodes", "outputs"}, "the graph");
     ModelPlan plan;
     plan.batch_ = batch;
     std::unordered_map<std::string, std::size_t> value_of;  // name → index into values_
@@ -115,6 +139,7 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
     if (!inputs.is_array() || inputs.empty()) throw UsageError("the graph: \"inputs\" must be a non-empty list");
     for (const auto& in : inputs) {
         const std::string name = string_field(in, "name", "a graph input");
+        only_keys(in, {"name", "shape"}, "input '" + name + "'");
         plan.inputs_.push_back(
             add_value(name, shape_of(field(in, "shape", "input '" + name + "'"), batch, "input '" + name + "'"),
                       "input '" + name + "'"));
@@ -127,6 +152,7 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
     std::unordered_map<std::string, std::size_t> node_index;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
         const std::string name = string_field(nodes[i], "name", fmt::format("node {}", i + 1));
+        only_keys(nodes[i], {"name", "op", "inputs", "attrs"}, "node '" + name + "'");
         if (value_of.contains(name) || !node_index.emplace(name, i).second)
             throw UsageError(fmt::format("node '{}': the name is used twice", name));
         names.push_back(name);
@@ -193,6 +219,7 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
         Shape output;
         try {
             MadeOp m = factory(node_attrs, shapes, device);
+            node_attrs.check_all_read(node.op_name);
             if (m.op->n_activation_inputs() != shapes.size())
                 throw UsageError(
                     fmt::format("the op takes {} inputs, {} given", m.op->n_activation_inputs(), shapes.size()));

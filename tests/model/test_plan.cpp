@@ -136,6 +136,29 @@ TEST_CASE("malformed graphs are errors naming the node") {
               .find("node 'n': attribute 'kernel'") != std::string::npos);
     CHECK(error_of(small_graph, 0).find("batch 0 must be positive") != std::string::npos);
 }
+TEST_CASE("unknown keys are errors naming the key: a misspelt one is never silently ignored") {
+    const std::string x = R"("inputs": [{"name": "x", "shape": ["B", 3, 8, 8]}], "outputs": ["n"])";
+    const auto graph = [&](std::string_view extra_top, std::string_view node) {
+        return fmt::format(R"({{{}, {} "nodes": [{}]}})", x, extra_top, node);
+    };
+    CHECK(error_of(graph(R"("node": [],)", R"({"name": "n", "op": "add", "inputs": ["x", "x"]})"))
+              .find("the graph: unknown key \"node\" (the keys are name, inputs, nodes, outputs)") !=
+          std::string::npos);
+    CHECK(error_of(graph("", R"({"name": "n", "op": "add", "inputs": ["x", "x"], "attr": {}})"))
+              .find("node 'n': unknown key \"attr\"") != std::string::npos);
+    CHECK(error_of(R"({"inputs": [{"name": "x", "shape": ["B", 3, 8, 8], "dtype": "f16"}], "outputs": ["x"],
+                       "nodes": []})")
+              .find("input 'x': unknown key \"dtype\"") != std::string::npos);
+    // An attribute the op never reads: "kernal" for "kernel" would have run a 1x1 convolution.
+    const std::string misspelt = error_of(
+        graph("", R"({"name": "n", "op": "conv2d_bn_silu", "inputs": ["x"], "attrs": {"c_out": 4, "kernal": 3}})"));
+    CHECK(misspelt.find("node 'n': unknown attribute 'kernal' of op 'conv2d_bn_silu' (it reads ") != std::string::npos);
+    CHECK(misspelt.find("kernel") != std::string::npos);
+    CHECK(error_of(graph("", R"({"name": "n", "op": "add", "inputs": ["x", "x"], "attrs": {"alpha": 1}})"))
+              .find("node 'n': unknown attribute 'alpha' of op 'add' (it reads none)") != std::string::npos);
+    CHECK_NOTHROW((void)ModelPlan::from_json(small_graph, 2, h200));  // every key of it is known
+}
+
 TEST_CASE("custom ops join the graph through register_op") {
     register_op("twice_add", [](const NodeAttrs&, std::span<const ShapeView> in, const DeviceTraits&) {
         auto op = std::make_unique<AddOp>();
