@@ -147,6 +147,14 @@ verify-damaged)  # a damaged file is reported (exit 1) with where it went; the a
   contains "sound"
   expect 0 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir"
   contains "4 compiled"
+  # kjit's tables with a column missing: "not a kjit cache" in one line, the file left as it was;
+  # an import blames the file it read.
+  "$helper" sql "$dir/kjit.sqlite3" "ALTER TABLE kernels DROP COLUMN log" || fail "could not drop a column"
+  expect 2 "$kjit" cache import "$dir/kjit.sqlite3" --cache-dir "$dir/other"
+  contains "$dir/kjit.sqlite3 is not a kjit cache (its kernels table lacks column log)"
+  expect 1 "$kjit" cache ls --cache-dir "$dir"
+  contains "it is not a kjit cache (its kernels table lacks column log); it is left untouched"
+  [[ $(grep -c . <<<"$out") -le 2 ]] || fail "more than a warning and an error: $out"
   ;;
 prune)  # least recently used first, down to the size asked for
   expect 0 "$kjit" warm --arch sm_90 --kernel conv2d_bn_silu_direct_forward --cache-dir "$dir"

@@ -3,6 +3,7 @@
 //   kjit_test_helper warm DIR ITEMS...       compiles axpby<f32,256,ITEMS> into DIR; prints NVRTC runs
 //   kjit_test_helper flip FILE               flips one byte inside the first stored cubin of a cache file
 //   kjit_test_helper corrupt-index FILE      overwrites the root page of a cache file's kernels_by_name index
+//   kjit_test_helper sql FILE SQL            runs SQL on a cache file
 //   kjit_test_helper warm-list DIR THREADS N [FSIZE]
 //       compiles scale<1..N> for sm_90 into DIR with THREADS threads through one Runtime; with
 //       FSIZE, first limits the size of any file it writes to FSIZE bytes (RLIMIT_FSIZE: a full
@@ -44,6 +45,13 @@ int main(int argc, char** argv) try {
         const int changed = sqlite3_changes(db);
         sqlite3_close(db);
         return rc == SQLITE_OK && changed == 1 ? 0 : 1;
+    }
+    if (command == "sql" && argc == 4) {  // runs SQL on a cache file (a schema damaged by hand)
+        sqlite3* db = nullptr;
+        if (sqlite3_open(argv[2], &db) != SQLITE_OK) return 1;
+        const int rc = sqlite3_exec(db, argv[3], nullptr, nullptr, nullptr);
+        sqlite3_close(db);
+        return rc == SQLITE_OK ? 0 : 1;
     }
     if (command == "corrupt-index" && argc == 3) {  // the kernels_by_name index's root page overwritten
         sqlite3* db = nullptr;

@@ -191,6 +191,8 @@ ImportReport Cache::import_from(const fs::path& file) {
 
         ImportReport report;
         const Attachment source(db, file, "import_source");
+        if (const std::string missing = detail::missing_kernel_columns(db, "import_source"); !missing.empty())
+            throw not_a_cache(fmt::format("its kernels table lacks {}", missing));
         std::vector<CacheEntry> incoming;
         each_entry(db, "import_source.kernels", [&](detail::DecodedEntry d) {
             if (!d.failed_checksum.empty()) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -38,6 +39,18 @@ std::int64_t detail::unix_now() {
 
 Cache::Impl::Impl() : host(host_name()) {}
 
+std::string detail::missing_kernel_columns(const sqlite::Database& database, std::string_view db) {
+    std::set<std::string, std::less<>> present;
+    auto info = database.prepare(schema::table_info_sql(db));
+    while (info.step()) present.insert(info.text(1));
+    if (present.empty()) return {};  // no kernels table yet: it is created
+    std::vector<std::string_view> missing;
+    for (const auto& c : schema::kernel_columns)
+        if (!present.contains(c.name)) missing.push_back(c.name);
+    return missing.empty() ? std::string{}
+                           : fmt::format("column{} {}", missing.size() > 1 ? "s" : "", fmt::join(missing, ", "));
+}
+
 void Cache::Impl::open() {
     std::error_code ec;
     fs::create_directories(path.parent_path(), ec);
@@ -58,6 +71,11 @@ void Cache::Impl::open() {
             fmt::format("it was written by a newer kjit (schema {}, this kjit reads {}); it is left "
                         "untouched. Use a kjit at least as new, or another KJIT_CACHE_DIR",
                         version, cache_schema_version)};
+    if (const std::string missing = detail::missing_kernel_columns(*db, "main"); !missing.empty())
+        throw Failure{
+            fmt::format("it is not a kjit cache (its kernels table lacks {}); it is left untouched. "
+                        "Point KJIT_CACHE_DIR or --cache-dir elsewhere, or move the file away",
+                        missing)};
     if (read_only) {
         if (version != cache_schema_version) throw Failure{"it is read-only and holds no kjit cache"};
         warn_once(fmt::format("kernel cache {} is read-only: new compilations are kept in memory only", path.string()));

@@ -34,6 +34,10 @@ struct FileId {
     friend bool operator==(const FileId&, const FileId&) = default;
 };
 FileId file_id(const std::filesystem::path& p);
+
+/// The kernels columns this kjit needs that database `db` ("main", an attached name) lacks,
+/// comma-separated; "" when it has them all or has no kernels table yet.
+std::string missing_kernel_columns(const sqlite::Database& database, std::string_view db);
 }  // namespace detail
 
 struct Cache::Impl {

@@ -76,4 +76,6 @@ std::string insert_sql(std::string_view table) {
     return fmt::format("INSERT OR REPLACE INTO {} ({}) VALUES ({})", table, select_list(), fmt::join(marks, ","));
 }
 
+std::string table_info_sql(std::string_view db) { return fmt::format("PRAGMA {}.table_info(kernels)", db); }
+
 }  // namespace kjit::detail::schema

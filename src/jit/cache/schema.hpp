@@ -52,5 +52,9 @@ extern const std::array<ColumnDef, column::count> kernel_columns;
 [[nodiscard]] std::string select_list(bool with_ptx_and_log = true);
 /// INSERT OR REPLACE of one kernels row into `table`, parameters in column order.
 [[nodiscard]] std::string insert_sql(std::string_view table = "kernels");
+/// SQL listing the kernels table's columns in database `db` (PRAGMA table_info): the caller
+/// compares them with kernel_columns, so that a table missing some reads as "not a kjit cache",
+/// not as an SQL error on the first query.
+[[nodiscard]] std::string table_info_sql(std::string_view db);
 
 }  // namespace kjit::detail::schema
