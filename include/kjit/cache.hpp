@@ -38,13 +38,13 @@ struct CacheEntry {
 /// version and canonical options filled in, ready for Cache::store.
 [[nodiscard]] CacheEntry make_cache_entry(const Kernel& kernel, const CompileOptions& options, Compiled compiled);
 
-/// What an import did.
 /// What Cache::export_to wrote.
 struct ExportReport {
     std::size_t exported = 0;  ///< entries written to the file
     std::size_t rejected = 0;  ///< failed their checksums here: left out of the file
 };
 
+/// What an import did.
 struct ImportReport {
     std::size_t imported = 0;  ///< written into this cache
     std::size_t kept = 0;      ///< already here and valid: left as they were

@@ -69,10 +69,10 @@ std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
     const auto subcommands = [](CLI::App* app) {
         return app->get_subcommands([](CLI::App* sub) { return dynamic_cast<CLI::Option_group*>(sub) == nullptr; });
     };
-    for (int i = 1; i < argc && !subcommands(current).empty(); ++i) {
-        const std::string word = argv[i];
-        if (word.starts_with('-')) return {};
+    for (int i = 1; i < argc; ++i) {
         const auto subs = subcommands(current);
+        const std::string word = argv[i];
+        if (subs.empty() || word.starts_with('-')) return {};
         const auto found = std::ranges::find_if(subs, [&](CLI::App* sub) { return sub->check_name(word); });
         if (found == subs.end()) {
             std::vector<std::string> names;
