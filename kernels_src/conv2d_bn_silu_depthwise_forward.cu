@@ -156,14 +156,17 @@ __device__ __forceinline__ void convolve(float (&acc)[OC][Win::step_rows][PIX], 
     }
 }
 
-/// Filters oc…oc+OC−1 for input channel `ci` of their group (w [C_OUT][GROUP_IN][KH][KW]).
+/// Filters oc…oc+OC−1 for input channel `ci` of their group (w [C_OUT][GROUP_IN][KH][KW]): every
+/// element at a fixed offset from filter oc's, so each load is one instruction (a narrow group
+/// reloads them for each of its input channels).
 template <int KH, int KW, int GROUP_IN, int OC>
 __device__ __forceinline__ void load_filters(float (&f)[OC][KH * KW], const float* w, int oc, int ci)
 {
+    const float* first = w + (1LL * oc * GROUP_IN + ci) * KH * KW;
 #pragma unroll
     for (int o = 0; o < OC; ++o)
 #pragma unroll
-        for (int i = 0; i < KH * KW; ++i) f[o][i] = __ldg(w + (1LL * (oc + o) * GROUP_IN + ci) * KH * KW + i);
+        for (int i = 0; i < KH * KW; ++i) f[o][i] = __ldg(first + o * GROUP_IN * KH * KW + i);
 }
 
 /// Output row `oh` of y's row `row` (an (image, output channel) pair), columns ow…ow+PIX−1:
