@@ -119,6 +119,36 @@ warm-unstored)  # a warm that could not store what it compiled says so and fails
   expect 0 "$kjit" cache stats --cache-dir "$dir/full" --json
   contains "\"entries\": $stored,"
   ;;
+warm-claimed)  # a kernel another live process is compiling: the others first, a line each as it finishes, then its entry
+  # The key of one kernel, from a scratch cache.
+  expect 0 "$kjit" warm --arch sm_90 --kernel conv2d_bn_silu_gemm_forward --cache-dir "$dir/scratch" -j 2
+  expect 0 "$kjit" cache ls --cache-dir "$dir/scratch" --json
+  key=$(sed -n 's/.*"key": "\([0-9a-f]*\)".*/\1/p' <<<"$out" | head -1)
+  [[ -n $key ]] || fail "no key in: $out"
+  # The warm's cache, holding a claim on that key by a live process of this host.
+  expect 0 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir/c"
+  sleep 300 &
+  holder=$!
+  trap 'kill $holder 2>/dev/null; rm -rf "$dir"' EXIT
+  "$helper" sql "$dir/c/kjit.sqlite3" "INSERT INTO claims (key, host, pid, expires_at) VALUES ('$key', '$(uname -n)', \
+    $holder, strftime('%s', 'now') + 600)" || fail "could not insert a claim"
+  "$kjit" warm --arch sm_90 --kernel conv2d_bn_silu_gemm_forward --cache-dir "$dir/c" -j 1 >"$dir/log" 2>"$dir/err" &
+  warm=$!
+  # Every other kernel done, a line each in the file (stdout is not a terminal), while the warm
+  # waits for the claimed one.
+  for _ in $(seq 600); do
+    [[ $(wc -l <"$dir/log") -ge 23 ]] && grep -qF "being compiled by another process" "$dir/err" && break
+    kill -0 $warm 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 $warm 2>/dev/null || fail "the warm ended while the claim stood: $(cat "$dir/log" "$dir/err")"
+  [[ $(wc -l <"$dir/log") == 23 ]] || fail "23 lines expected while the claim stands: $(cat "$dir/log")"
+  grep -qF "1 kernel is being compiled by another process" "$dir/err" || fail "no word of the claim: $(cat "$dir/err")"
+  kill $holder
+  wait $holder 2>/dev/null  # its owner gone, the claim is taken over
+  wait $warm || fail "the warm failed: $(cat "$dir/log" "$dir/err")"
+  grep -qF "24 compiled, 0 already cached, 0 failed" "$dir/log" || fail "$(cat "$dir/log")"
+  ;;
 verify-damaged)  # a damaged file is reported (exit 1) with where it went; the advice given works
   printf 'not a database at all, %.0s' {1..200} >"$dir/kjit.sqlite3"
   expect 1 "$kjit" cache verify --cache-dir "$dir"

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -73,6 +74,10 @@ public:
     /// The compiled kernel for `options`: from memory, else SQLite, else NVRTC (stored).
     /// Concurrent calls for one missing key run NVRTC once. Needs no GPU.
     [[nodiscard]] CompileResult compile(const Kernel& kernel, const CompileOptions& options);
+    /// compile(), but where another live process holds the claim to compile this key (it is
+    /// compiling it now), nothing instead of waiting for its entry: a caller with other work
+    /// (`kjit warm`) does that first and comes back.
+    [[nodiscard]] std::optional<CompileResult> try_compile(const Kernel& kernel, const CompileOptions& options);
     /// compile() for each of `kernels` (once per id) at its target on a device of arch `device`,
     /// in parallel on all cores; once all are done, the first failure is rethrown. Needs no GPU.
     void compile_all(std::span<const Kernel* const> kernels, Arch device);

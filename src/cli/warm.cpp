@@ -5,7 +5,10 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <thread>
+#include <utility>
 
 #include "cli.hpp"
 
@@ -62,33 +65,64 @@ int warm(const WarmOptions& o) {
                        job.kernel->id());
             std::fflush(stdout);
         } else {
+            // Flushed a line at a time: a pipe (`kjit warm | tee log`) sees each as it finishes,
+            // and a killed warm leaves every line it got to.
             fmt::print("{:<50} {:<7} {}\n", job.kernel->id(), job.arch.name(), what);
+            std::fflush(stdout);
         }
     };
-    std::vector<std::thread> workers(std::max(1u, std::min<unsigned>(o.jobs, jobs.size())));
-    for (auto& worker : workers)
-        worker = std::thread([&] {
-            for (std::size_t i; (i = next++) < jobs.size();) {
-                const Job& job = jobs[i];
-                try {
-                    const auto r = rt.compile(*job.kernel, CompileOptions{.arch = job.arch});
-                    if (r.origin == Origin::compiled) ++compiled;
-                    else ++cached;
-                    report(job, fmt::format("{:>10}  {:>3} registers",
-                                            r.origin == Origin::compiled
-                                                ? fmt::format("{:.0f} ms", r.entry->compiled.compile_ms)
-                                                : std::string("hit"),
-                                            r.entry->compiled.resources.registers));
-                } catch (const Error& e) {
-                    {
-                        std::lock_guard lock(out);
-                        failed.push_back(fmt::format("{} ({}): {}", job.kernel->id(), job.arch.name(), e.what()));
+    // Kernels another live process is compiling now (its claim stands) wait until every other
+    // one is done, then this warm waits for their entries (or takes over a claim whose owner
+    // died or expired).
+    std::vector<const Job*> deferred;
+    auto run = [&](std::span<const Job* const> queue, bool wait) {
+        next = 0;
+        std::vector<std::thread> workers(std::max(1u, std::min<unsigned>(o.jobs, queue.size())));
+        for (auto& worker : workers)
+            worker = std::thread([&] {
+                for (std::size_t i; (i = next++) < queue.size();) {
+                    const Job& job = *queue[i];
+                    try {
+                        const CompileOptions options{.arch = job.arch};
+                        const auto r = wait ? std::optional(rt.compile(*job.kernel, options))
+                                            : rt.try_compile(*job.kernel, options);
+                        if (!r) {
+                            std::lock_guard lock(out);
+                            deferred.push_back(&job);
+                            continue;
+                        }
+                        if (r->origin == Origin::compiled) ++compiled;
+                        else ++cached;
+                        report(job, fmt::format("{:>10}  {:>3} registers",
+                                                r->origin == Origin::compiled
+                                                    ? fmt::format("{:.0f} ms", r->entry->compiled.compile_ms)
+                                                    : std::string("hit"),
+                                                r->entry->compiled.resources.registers));
+                    } catch (const Error& e) {
+                        {
+                            std::lock_guard lock(out);
+                            failed.push_back(fmt::format("{} ({}): {}", job.kernel->id(), job.arch.name(), e.what()));
+                        }
+                        report(job, "FAILED");
                     }
-                    report(job, "FAILED");
                 }
-            }
-        });
-    for (auto& w : workers) w.join();
+            });
+        for (auto& w : workers) w.join();
+        return workers.size();
+    };
+    std::vector<const Job*> all;
+    for (const Job& job : jobs) all.push_back(&job);
+    const std::size_t threads = run(all, false);
+    if (!deferred.empty()) {
+        if (tty) fmt::print("\n");
+        fmt::print(stderr,
+                   "kjit: {} kernel{} being compiled by another process sharing {}: waiting for {} (a claim is "
+                   "taken over when its process dies, or after 10 minutes)\n",
+                   deferred.size(), deferred.size() == 1 ? " is" : "s are", rt.cache().path().string(),
+                   deferred.size() == 1 ? "it" : "them");
+        const std::vector<const Job*> waiting = std::exchange(deferred, {});
+        run(waiting, true);
+    }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (tty) fmt::print("\n");
     // A warm ships what is in the file: where the cache fell back to memory, count what the file
@@ -109,13 +143,13 @@ int warm(const WarmOptions& o) {
                          {"failed", failed},
                          {"other_arch", other_arch},
                          {"seconds", seconds},
-                         {"jobs", workers.size()},
+                         {"jobs", threads},
                          {"cache", cache.path().string()}};
         fmt::print("{}\n", j.dump(2));
     } else {
         for (const auto& f : failed) fmt::print(stderr, "kjit: failed: {}\n", f);
         fmt::print("{} compiled, {} already cached, {} failed in {:.1f} s ({} jobs) {}\n", compiled.load(),
-                   cached.load(), failed.size(), seconds, workers.size(),
+                   cached.load(), failed.size(), seconds, threads,
                    stored == produced ? "into " + cache.path().string()
                                       : fmt::format("; {} of them stored in {}", stored, cache.path().string()));
         if (other_arch)

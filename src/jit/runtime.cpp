@@ -63,11 +63,36 @@ struct Runtime::Impl {
     detail::SingleFlight<DeviceKey, std::shared_ptr<const LoadedKernel>, DeviceKeyHash> loaded;
     std::atomic<std::uint64_t> memory_hits{0}, cache_hits{0}, compiles{0}, loads{0};
 
+    /// Thrown through `compiled` where a caller that does not wait meets another process's
+    /// claim: not an error, and never memoised (SingleFlight keeps no failures).
+    struct ClaimedElsewhere {};
+
     CompileResult compile(const Kernel& kernel, const CompileOptions& options) {
+        for (;;) {
+            try {
+                return compile(kernel, options, Claims::wait);
+            } catch (const ClaimedElsewhere&) {
+                // A try_compile() of this process met the claim first and this call shared its
+                // attempt: this one waits, as a plain compile does.
+            }
+        }
+    }
+
+    std::optional<CompileResult> try_compile(const Kernel& kernel, const CompileOptions& options) {
+        try {
+            return compile(kernel, options, Claims::pass);
+        } catch (const ClaimedElsewhere&) {
+            return std::nullopt;
+        }
+    }
+
+    enum class Claims { wait, pass };
+
+    CompileResult compile(const Kernel& kernel, const CompileOptions& options, Claims claims) {
         const CacheKey key = kernel.key(options);
         Origin origin = Origin::memory;
         auto [entry, shared] = compiled.get(key, [&] {
-            if (auto hit = shared_entry(kernel, options, key)) {
+            if (auto hit = shared_entry(kernel, options, key, claims)) {
                 origin = Origin::cache;
                 return hit;
             }
@@ -90,10 +115,10 @@ struct Runtime::Impl {
     }
 
     /// The entry from SQLite, or null once this process holds the claim to compile it. While
-    /// another live process holds the claim, waits for its entry: NVRTC runs once per key
-    /// across every process sharing the database.
+    /// another live process holds the claim, waits for its entry (NVRTC runs once per key across
+    /// every process sharing the database) — or, with Claims::pass, throws ClaimedElsewhere.
     std::shared_ptr<const CacheEntry> shared_entry(const Kernel& kernel, const CompileOptions& options,
-                                                   const CacheKey& key) {
+                                                   const CacheKey& key, Claims claims) {
         auto poll = std::chrono::milliseconds(2);
         for (bool announced = false;; poll = std::min(poll * 2, std::chrono::milliseconds(100))) {
             if (auto hit = cache.find(key)) {
@@ -111,6 +136,7 @@ struct Runtime::Impl {
                     }
                     return nullptr;
                 case Cache::Claim::held:
+                    if (claims == Claims::pass) throw ClaimedElsewhere{};
                     if (!announced)
                         detail::debug(fmt::format("{} for {} is being compiled by another process: waiting",
                                                   kernel.id(), options.arch.name()));
@@ -257,6 +283,10 @@ Runtime& Runtime::global() {
 
 CompileResult Runtime::compile(const Kernel& kernel, const CompileOptions& options) {
     return impl_->compile(kernel, options);
+}
+
+std::optional<CompileResult> Runtime::try_compile(const Kernel& kernel, const CompileOptions& options) {
+    return impl_->try_compile(kernel, options);
 }
 
 void Runtime::compile_all(std::span<const Kernel* const> kernels, Arch device) {

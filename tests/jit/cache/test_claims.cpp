@@ -73,3 +73,23 @@ TEST_CASE("a live process's claim makes others wait for its entry instead of com
     CHECK(waiting.get() == Origin::cache);
     CHECK(waiter.stats().compiles == 0);
 }
+
+TEST_CASE("try_compile passes over a key another live process is compiling, and compiles it once released") {
+    test::TempDir dir;
+    const Kernel k = test::scale_kernel("", 5);
+    const auto o = test::options_for("sm_90");
+    Cache owner(dir.path());
+    REQUIRE(owner.claim(k.key(o), std::chrono::seconds(600)) == Cache::Claim::owned);
+    Runtime rt(dir.path());
+    const auto started = std::chrono::steady_clock::now();
+    CHECK_FALSE(rt.try_compile(k, o).has_value());  // at once, not after the owner
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+    CHECK(rt.stats().compiles == 0);
+    CHECK(query(dir.path(), "SELECT count(*) FROM claims") == "1");  // the owner's claim stands
+    owner.release(k.key(o));                                         // the owner gives up: the next try compiles
+    const auto r = rt.try_compile(k, o);
+    REQUIRE(r.has_value());
+    CHECK(r->origin == Origin::compiled);
+    CHECK(rt.stats().compiles == 1);
+    CHECK(rt.try_compile(k, o)->origin == Origin::memory);
+}
