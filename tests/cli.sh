@@ -11,6 +11,14 @@ expect() {  # expect RC COMMAND...: runs it, keeps output in $out, checks the ex
   [[ $rc == "$want" ]] || fail "exit $rc, not $want: $* -> $out"
 }
 contains() { grep -qF -- "$1" <<<"$out" || fail "output lacks '$1': $out"; }
+small_graph() {  # a conv stem, a 1x1 conv and a residual add
+  cat <<'EOF'
+{"inputs": [{"name": "x", "shape": ["B", 3, 16, 16]}], "outputs": ["sum"],
+ "nodes": [{"name": "stem", "op": "conv2d_bn_silu", "inputs": ["x"], "attrs": {"c_out": 16, "kernel": 3, "pad": 1}},
+           {"name": "head", "op": "conv2d_bn_silu", "inputs": ["stem"], "attrs": {"c_out": 16}},
+           {"name": "sum", "op": "add", "inputs": ["head", "stem"]}]}
+EOF
+}
 shapes_error() {  # shapes_error JSON TEXT: kjit tune --shapes on a file holding JSON is a usage error saying TEXT
   echo "$1" >"$dir/shapes.json"
   expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/shapes.json" --cache-dir "$dir"
@@ -268,9 +276,58 @@ no-gpu)  # run and tune need a GPU; without one they say so and exit 2
   contains "kjit run needs a GPU"
   expect 2 "$kjit" warm --cache-dir "$dir"
   contains "pass --arch"
-  echo '{}' >"$dir/graph.json"; : >"$dir/w.safetensors"
-  expect 2 "$kjit" model run "$dir/graph.json" --weights "$dir/w.safetensors" --cache-dir "$dir"
+  # model run checks the graph and the weights first (cli.sh model); when they are sound, the GPU.
+  small_graph >"$dir/graph.json"
+  "$helper" weights "$dir/graph.json" 2 "$dir/w.safetensors" || fail "could not write weights"
+  expect 2 "$kjit" model run "$dir/graph.json" --weights "$dir/w.safetensors" --batch 2 --cache-dir "$dir"
   contains "kjit model run needs a GPU"
+  ;;
+model)  # a graph planned and its weights checked without a GPU; model run finds their errors before asking for one
+  small_graph >"$dir/graph.json"
+  expect 0 "$kjit" model plan "$dir/graph.json" --batch 4 --arch sm_90
+  contains "batch 4, planned for sm_90 (H100 SXM / H200: 132 SMs, 232448 B of shared memory a block; no GPU asked): 3 nodes, 6 parameter slots, 3 launches"
+  contains "stem                     conv2d_bn_silu     [4,16,16,16]         <- x"
+  contains "    params  weight[16,3,3,3] bn_scale[16] bn_shift[16]"
+  contains "    launch  conv2d_bn_silu_"
+  contains "    launch  add__f32__256 grid"
+  contains "weights: not checked"
+  "$helper" weights "$dir/graph.json" 4 "$dir/w.safetensors" || fail "could not write weights"
+  expect 0 "$kjit" model plan "$dir/graph.json" --batch 4 --arch sm_80 --weights "$dir/w.safetensors"
+  contains "planned for sm_80 (A100: 108 SMs"
+  contains "every slot fits (6 filled, 0 BatchNorms folded)"
+  expect 0 "$kjit" model plan "$dir/graph.json" --batch 4 --arch sm_90 --weights "$dir/w.safetensors" --json
+  contains '"slots_filled": 6'
+  contains '"kernel": "add__f32__256"'
+  expect 2 "$kjit" model plan "$dir/graph.json" --batch 4 --arch sm_75
+  contains "no part of sm_75 is known to plan for: give --sms and --max-shared-bytes"
+  expect 0 "$kjit" model plan "$dir/graph.json" --batch 4 --arch sm_75 --sms 40 --max-shared-bytes 65536
+  contains "planned for sm_75 (40 SMs, 65536 B"
+  # Weights that do not fit, for plan and for run: every missing key and mismatch named.
+  "$helper" weights "$dir/graph.json" 4 "$dir/short.safetensors" head.bn_shift || fail "could not write weights"
+  printf 'garbage' >"$dir/garbage.safetensors"
+  for sub in "plan --arch sm_90" run; do
+    # shellcheck disable=SC2086
+    expect 2 "$kjit" model $sub "$dir/graph.json" --batch 4 --weights "$dir/short.safetensors"
+    contains "missing: head.bn_shift"
+    # shellcheck disable=SC2086
+    expect 2 "$kjit" model $sub "$dir/graph.json" --batch 4 --weights "$dir/garbage.safetensors"
+    contains "garbage.safetensors: "
+  done
+  # Graphs that cannot be planned: the node and the fault, not "needs a GPU".
+  echo '{"inputs": [{"name": "x", "shape": ["B", 4, 8, 8]}], "outputs": ["p"],
+         "nodes": [{"name": "p", "op": "add", "inputs": ["x", "q"]}, {"name": "q", "op": "add", "inputs": ["x", "p"]}]}' \
+    >"$dir/cycle.json"
+  expect 2 "$kjit" model run "$dir/cycle.json" --weights "$dir/w.safetensors"
+  contains "cycle through the nodes p, q"
+  expect 2 "$kjit" model plan "$dir/cycle.json" --arch sm_90
+  contains "cycle through the nodes p, q"
+  sed 's/"add"/"softmax"/' "$dir/graph.json" >"$dir/unknown.json"
+  expect 2 "$kjit" model run "$dir/unknown.json" --weights "$dir/w.safetensors"
+  contains "unknown op 'softmax'"
+  head -c 40 "$dir/graph.json" >"$dir/truncated.json"
+  expect 2 "$kjit" model plan "$dir/truncated.json" --arch sm_90
+  expect 2 "$kjit" model run "$dir/truncated.json" --weights "$dir/w.safetensors"
+  [[ $out != *"needs a GPU"* ]] || fail "a truncated graph asked for a GPU: $out"
   ;;
 *) fail "unknown case" ;;
 esac

@@ -4,6 +4,9 @@
 //   kjit_test_helper flip FILE               flips one byte inside the first stored cubin of a cache file
 //   kjit_test_helper corrupt-index FILE      overwrites the root page of a cache file's kernels_by_name index
 //   kjit_test_helper sql FILE SQL            runs SQL on a cache file
+//   kjit_test_helper weights GRAPH BATCH OUT [SKIP]
+//       writes random F32 weights for every parameter slot of GRAPH planned for BATCH (on an
+//       H200's traits) to the safetensors file OUT, leaving out the key SKIP
 //   kjit_test_helper warm-list DIR THREADS N [FSIZE]
 //       compiles scale<1..N> for sm_90 into DIR with THREADS threads through one Runtime; with
 //       FSIZE, first limits the size of any file it writes to FSIZE bytes (RLIMIT_FSIZE: a full
@@ -15,9 +18,13 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <kjit/model.hpp>
 
 #include "support.hpp"
 
@@ -45,6 +52,23 @@ int main(int argc, char** argv) try {
         const int changed = sqlite3_changes(db);
         sqlite3_close(db);
         return rc == SQLITE_OK && changed == 1 ? 0 : 1;
+    }
+    if (command == "weights" && (argc == 5 || argc == 6)) {
+        std::ifstream in(argv[2]);
+        const std::string graph((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const kjit::ModelPlan plan = kjit::ModelPlan::from_json(graph, std::atoi(argv[3]),
+                                                                kjit::DeviceTraits{132, 232448, kjit::Arch(9, 0)});
+        std::vector<std::vector<float>> values;
+        std::vector<kjit::NamedTensor> named;
+        for (const auto& node : plan.nodes())
+            for (const auto& p : node.params)
+                if (argc == 5 || p.key != argv[5]) values.emplace_back(kjit::element_count(p.shape), 0.5f);
+        std::size_t i = 0;
+        for (const auto& node : plan.nodes())
+            for (const auto& p : node.params)
+                if (argc == 5 || p.key != argv[5]) named.push_back({p.key, p.shape, values[i++]});
+        kjit::write_safetensors(argv[4], named);
+        return 0;
     }
     if (command == "sql" && argc == 4) {  // runs SQL on a cache file (a schema damaged by hand)
         sqlite3* db = nullptr;

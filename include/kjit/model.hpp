@@ -99,6 +99,12 @@ struct WeightsReport {
     std::vector<std::string> extra;  ///< keys in the file no slot took (warned)
 };
 
+/// Whether a safetensors file fits `plan`, without a device: every parameter slot present (or
+/// folded, as LoadedModel::load_weights folds it) as F32 of its shape. Throws UsageError listing
+/// every missing key and mismatch; keys no slot takes are returned in `extra` (and warned about).
+WeightsReport check_weights(const ModelPlan& plan, const std::map<std::string, SafeTensor>& tensors);
+WeightsReport check_weights(const ModelPlan& plan, const std::filesystem::path& safetensors);
+
 class LoadedModel {
 public:
     /// Plans the graph for `batch`, allocates every parameter ("{node}.{slot}", from

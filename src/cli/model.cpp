@@ -1,8 +1,10 @@
-// kjit model run: a graph of ops (docs/MODEL.md) on the GPU — per-node times, the whole forward,
-// and its CUDA graph replay; inputs from a safetensors file or random, outputs saved on request.
+// kjit model plan / run: a graph of ops (docs/MODEL.md) planned for a batch size and its weights
+// checked, without a GPU (plan); on the GPU, per-node times, the whole forward and its CUDA graph
+// replay, inputs from a safetensors file or random, outputs saved on request (run).
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <ranges>
 
 #include <kjit/model.hpp>
 
@@ -13,10 +15,149 @@ namespace {
 
 struct ModelOptions {
     Common common;
-    std::string graph, weights, input, save_outputs;
-    int batch = 1, iters = 100;
+    std::string graph, weights, input, save_outputs, arch;
+    int batch = 1, iters = 100, multiprocessors = 0, max_shared_bytes = 0;
     bool replay = false;
 };
+
+/// A device dispatch plans for, by arch, where there is none to ask: the part each arch is
+/// best known by (SM count, opt-in shared memory a block, from NVIDIA's datasheets and tuning
+/// guides).
+struct KnownPart {
+    int arch;
+    const char* name;
+    int multiprocessors, max_shared_bytes;
+};
+constexpr KnownPart known_parts[] = {
+    {80, "A100", 108, 166912}, {86, "RTX A6000", 84, 101376},        {87, "Jetson AGX Orin", 16, 166912},
+    {89, "L40S", 142, 101376}, {90, "H100 SXM / H200", 132, 232448},
+};
+
+/// What the plan is for, and in words: the local GPU unless --arch names another; a known part
+/// of that arch unless --sms and --max-shared-bytes say otherwise.
+std::pair<DeviceTraits, std::string> planning_device(const ModelOptions& o) {
+    if (o.arch.empty() && device_count() > 0) {
+        const Device device = Device::get(0);
+        const DeviceTraits t = DeviceTraits::of(device);
+        return {t, fmt::format("{} ({}, {} SMs, {} B of shared memory a block)", device.name(), t.arch.name(),
+                               t.multiprocessors, t.max_shared_bytes)};
+    }
+    const Arch arch = o.arch.empty() ? local_arch_or_explain("plan") : Arch::parse(o.arch);
+    const Arch own(arch.major(), arch.minor());  // sm_90a plans as a 9.0 device
+    const auto* part = std::ranges::find(known_parts, own.number(), &KnownPart::arch);
+    const bool known = part != std::end(known_parts);
+    if (!known && (o.multiprocessors == 0 || o.max_shared_bytes == 0))
+        throw UsageError(
+            fmt::format("no part of {} is known to plan for: give --sms and --max-shared-bytes (known: "
+                        "{})",
+                        own.name(),
+                        fmt::join(known_parts | std::views::transform([](const KnownPart& p) {
+                                      return fmt::format("sm_{} {}", p.arch, p.name);
+                                  }),
+                                  ", ")));
+    const DeviceTraits t(o.multiprocessors ? o.multiprocessors : part->multiprocessors,
+                         o.max_shared_bytes ? o.max_shared_bytes : part->max_shared_bytes, own);
+    const bool as_part = known && t.multiprocessors == part->multiprocessors &&
+                         t.max_shared_bytes == part->max_shared_bytes;
+    return {t, fmt::format("{} ({}{} SMs, {} B of shared memory a block; no GPU asked)", own.name(),
+                           as_part ? fmt::format("{}: ", part->name) : std::string(), t.multiprocessors,
+                           t.max_shared_bytes)};
+}
+
+/// The graph planned for the batch and, with --weights, its weights checked: what a build box
+/// can know of a model without a GPU.
+struct CheckedModel {
+    ModelPlan plan;
+    std::optional<WeightsReport> weights;
+};
+
+CheckedModel check_model(const ModelOptions& o, const DeviceTraits& device) {
+    CheckedModel m{ModelPlan::from_json(read_option_file(o.graph, "the graph"), o.batch, device), {}};
+    if (!o.weights.empty()) m.weights = check_weights(m.plan, std::filesystem::path(o.weights));
+    return m;
+}
+
+std::string shape_text(ShapeView shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
+
+int plan_model(const ModelOptions& o) {
+    const auto [device, device_text] = planning_device(o);
+    const CheckedModel m = check_model(o, device);
+    const ModelPlan& plan = m.plan;
+    nlohmann::json nodes = nlohmann::json::array();
+    std::size_t slots = 0, launches = 0;
+    struct Row {
+        std::string node, op, inputs, output, params;
+        std::vector<std::string> launches;
+    };
+    std::vector<Row> rows;
+    for (const auto& node : plan.nodes()) {
+        std::vector<ShapeView> in_shapes;
+        std::vector<std::string> in_names;
+        for (std::size_t v : node.inputs) {
+            in_shapes.push_back(plan.values()[v].shape);
+            in_names.push_back(plan.values()[v].name);
+        }
+        const Shape& out = plan.values()[node.output].shape;
+        Row row{node.name, node.op_name, fmt::format("{}", fmt::join(in_names, ",")), shape_text(out), {}, {}};
+        nlohmann::json params = nlohmann::json::array(), kernels = nlohmann::json::array();
+        std::vector<std::string> param_texts;
+        for (const auto& p : node.params) {
+            params.push_back({{"key", p.key}, {"shape", p.shape}});
+            param_texts.push_back(p.key.substr(node.name.size() + 1) + shape_text(p.shape));
+        }
+        row.params = fmt::format("{}", fmt::join(param_texts, " "));
+        slots += node.params.size();
+        for (std::size_t l = 0; l < node.op->n_launches(); ++l) {
+            const Dims grid = node.op->grid_for_launch(l, in_shapes, out), block = node.op->block();
+            const unsigned shared = node.op->shared_bytes_for_launch(l);
+            const std::string& kernel = node.op->kernel_for_launch(l).id();
+            kernels.push_back({{"kernel", kernel}, {"grid", grid}, {"block", block}, {"shared_bytes", shared}});
+            row.launches.push_back(fmt::format("{} grid {}x{}x{} block {}{}", kernel, grid[0], grid[1], grid[2],
+                                               block[0], shared ? fmt::format(" shared {} B", shared) : ""));
+            ++launches;
+        }
+        nodes.push_back({{"name", node.name},
+                         {"op", node.op_name},
+                         {"inputs", in_names},
+                         {"shape", out},
+                         {"params", params},
+                         {"launches", kernels}});
+        rows.push_back(std::move(row));
+    }
+    if (o.common.json) {
+        nlohmann::json inputs = nlohmann::json::array(), outputs = nlohmann::json::array();
+        for (std::size_t v : plan.inputs())
+            inputs.push_back({{"name", plan.values()[v].name}, {"shape", plan.values()[v].shape}});
+        for (std::size_t v : plan.outputs())
+            outputs.push_back({{"name", plan.values()[v].name}, {"shape", plan.values()[v].shape}});
+        nlohmann::json j{{"graph", o.graph}, {"batch", o.batch},   {"device", device_text},
+                         {"inputs", inputs}, {"outputs", outputs}, {"nodes", nodes}};
+        if (m.weights)
+            j["weights"] = {{"file", o.weights},
+                            {"slots_filled", m.weights->loaded},
+                            {"batch_norms_folded", m.weights->folded},
+                            {"extra", m.weights->extra}};
+        fmt::print("{}\n", j.dump(2));
+        return ok;
+    }
+    fmt::print("{}, batch {}, planned for {}: {} nodes, {} parameter slots, {} launches\n", o.graph, o.batch,
+               device_text, plan.nodes().size(), slots, launches);
+    for (std::size_t v : plan.inputs())
+        fmt::print("input {} {}\n", plan.values()[v].name, shape_text(plan.values()[v].shape));
+    for (const Row& r : rows) {
+        fmt::print("{:<24} {:<18} {:<20} <- {}\n", r.node, r.op, r.output, r.inputs);
+        if (!r.params.empty()) fmt::print("    params  {}\n", r.params);
+        for (const auto& l : r.launches) fmt::print("    launch  {}\n", l);
+    }
+    for (std::size_t v : plan.outputs())
+        fmt::print("output {} {}\n", plan.values()[v].name, shape_text(plan.values()[v].shape));
+    if (m.weights)
+        fmt::print("weights {}: every slot fits ({} filled, {} BatchNorms folded{})\n", o.weights, m.weights->loaded,
+                   m.weights->folded,
+                   m.weights->extra.empty() ? "" : fmt::format(", {} tensors no slot takes", m.weights->extra.size()));
+    else fmt::print("weights: not checked (--weights FILE checks them)\n");
+    return ok;
+}
 
 /// Median ms of `work` over `iters` runs on `stream`, each between two events.
 template <class Work>
@@ -34,6 +175,12 @@ double time_ms(const Device& device, const Stream& stream, int iters, Work&& wor
 }
 
 int run_model(const ModelOptions& o) {
+    // The graph and the weights are checked first: their errors need no GPU to be found.
+    if (device_count() == 0) {
+        ModelOptions as_planned = o;
+        if (as_planned.arch.empty()) as_planned.arch = "sm_90";  // any part: the checks do not depend on it
+        (void)check_model(as_planned, planning_device(as_planned).first);
+    }
     const Device device = gpu_or_explain("model run");
     Stream stream(device);
     LoadedModel model = LoadedModel::load_file(o.graph, device, o.batch, runtime(o.common));
@@ -130,8 +277,25 @@ int run_model(const ModelOptions& o) {
 }  // namespace
 
 void add_model(CLI::App& app, int& exit_code) {
-    auto* model = app.add_subcommand("model", "Run a graph of ops (docs/MODEL.md)");
+    auto* model = app.add_subcommand("model", "Plan, check and run a graph of ops (docs/MODEL.md)");
     model->require_subcommand(1);
+    static ModelOptions p;
+    auto* plan = model->add_subcommand("plan",
+                                       "Plan a graph for a batch size without a GPU: its nodes, shapes, parameter "
+                                       "slots, the kernels and launches each runs; --weights checks the weights");
+    add_common_options(*plan, p.common, true);
+    plan->add_option("graph", p.graph, "Graph JSON file")->required()->check(CLI::ExistingFile);
+    plan->add_option("--batch", p.batch, "Batch size (the graph's \"B\")")->check(positive_int);
+    plan->add_option("--weights", p.weights, "safetensors file of the parameters to check against the plan")
+        ->check(CLI::ExistingFile);
+    plan->add_option("--arch", p.arch, "Plan for this arch (default: the local GPU's)");
+    plan->add_option("--sms", p.multiprocessors, "Multiprocessors of the device planned for (default: by arch)")
+        ->check(positive_int);
+    plan->add_option("--max-shared-bytes", p.max_shared_bytes,
+                     "Opt-in shared memory a block on that device (default: by arch)")
+        ->check(positive_int);
+    plan->callback([&exit_code] { exit_code = plan_model(p); });
+
     static ModelOptions o;
     auto* run = model->add_subcommand("run",
                                       "Load a graph and its weights, run it on the GPU, print per-node times, "

@@ -1,5 +1,6 @@
 // Weights by dotted key from safetensors, with the folds ops ask for (RuntimeOp::param_fold):
-// everything is checked before anything is uploaded, so a bad file changes nothing.
+// everything is checked before anything is uploaded, so a bad file changes nothing, and the
+// check needs no device (kjit model plan --weights).
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -11,24 +12,31 @@
 
 namespace kjit {
 
-WeightsReport LoadedModel::load_weights(const std::filesystem::path& safetensors) {
-    const std::string bytes = detail::read_file(safetensors, "the weights file");
-    try {
-        return load_weights(parse_safetensors(std::as_bytes(std::span(bytes))));
-    } catch (const UsageError& e) {
-        throw UsageError(fmt::format("{}: {}", safetensors.string(), e.what()));
-    }
+namespace {
+
+/// A parameter slot's values, checked, folded and prepared for its kernel: what goes to the device.
+struct SlotValues {
+    std::size_t node, slot;
+    std::vector<float> values;
+};
+
+struct ResolvedWeights {
+    WeightsReport report;
+    std::vector<SlotValues> slots;
+};
+
+std::map<std::string, SafeTensor> parse_weights_file(const std::string& bytes) {
+    return parse_safetensors(std::as_bytes(std::span(bytes)));
 }
 
-WeightsReport LoadedModel::load_weights(const std::map<std::string, SafeTensor>& tensors) {
-    WeightsReport report;
+/// Every slot of `plan` from `tensors` by dotted key, or folded from other tensors where the op
+/// folds them (RuntimeOp::param_fold) and the file holds those instead. Missing keys and dtype or
+/// shape mismatches throw one UsageError listing all of them. Needs no device.
+ResolvedWeights resolve_weights(const ModelPlan& plan, const std::map<std::string, SafeTensor>& tensors) {
+    ResolvedWeights resolved;
+    WeightsReport& report = resolved.report;
     std::set<std::string> used;
     std::vector<std::string> missing, mismatched;
-    struct Upload {
-        std::size_t node, slot;
-        std::vector<float> values;
-    };
-    std::vector<Upload> uploads;
     auto floats_of = [&](const std::string& key, const Shape& shape) -> std::optional<std::vector<float>> {
         const SafeTensor& t = tensors.at(key);
         if (t.dtype != "F32" || t.shape != shape) {
@@ -41,8 +49,8 @@ WeightsReport LoadedModel::load_weights(const std::map<std::string, SafeTensor>&
         used.insert(key);
         return v;
     };
-    for (std::size_t n = 0; n < impl_->plan.nodes().size(); ++n) {
-        const auto& node = impl_->plan.nodes()[n];
+    for (std::size_t n = 0; n < plan.nodes().size(); ++n) {
+        const auto& node = plan.nodes()[n];
         std::vector<Shape> shapes;
         for (const auto& p : node.params) shapes.push_back(p.shape);
         // Folded when the file holds the fold's sources and lacks one of its targets.
@@ -57,7 +65,7 @@ WeightsReport LoadedModel::load_weights(const std::map<std::string, SafeTensor>&
             if (folding && std::ranges::find(fold->targets, p) != fold->targets.end()) continue;
             const auto& [key, shape] = node.params[p];
             if (!tensors.contains(key)) missing.push_back(key);
-            else if (auto v = floats_of(key, shape)) uploads.push_back({n, p, *std::move(v)});
+            else if (auto v = floats_of(key, shape)) resolved.slots.push_back({n, p, *std::move(v)});
         }
         if (!folding) continue;
         std::vector<std::vector<float>> values;
@@ -73,7 +81,7 @@ WeightsReport LoadedModel::load_weights(const std::map<std::string, SafeTensor>&
             if (folded[i].size() != element_count(node.params[slot].shape))
                 throw UsageError(fmt::format("node '{}': the fold gave {} values for {}", node.name, folded[i].size(),
                                              node.params[slot].key));
-            uploads.push_back({n, slot, std::move(folded[i])});
+            resolved.slots.push_back({n, slot, std::move(folded[i])});
         }
         ++report.folded;
     }
@@ -84,16 +92,44 @@ WeightsReport LoadedModel::load_weights(const std::map<std::string, SafeTensor>&
             what += fmt::format("{}mismatched: {}", what.empty() ? "" : "; ", fmt::join(mismatched, "; "));
         throw UsageError(fmt::format("the weights do not fit the model ({}); nothing was loaded", what));
     }
-    for (auto& [node, slot, values] : uploads) {
-        impl_->plan.nodes()[node].op->prepare_param(slot, values);
-        impl_->params[node][slot].upload(std::span<const float>(values));
-    }
-    report.loaded = uploads.size();
+    for (auto& [node, slot, values] : resolved.slots) plan.nodes()[node].op->prepare_param(slot, values);
+    report.loaded = resolved.slots.size();
     for (const auto& [key, t] : tensors)
         if (!used.contains(key)) report.extra.push_back(key);
     if (!report.extra.empty())
         detail::warn(fmt::format("{} tensors in the weights file belong to no parameter and were ignored: {}",
                                  report.extra.size(), fmt::join(report.extra, ", ")));
+    return resolved;
+}
+
+/// `check` on the parsed file, its errors prefixed with the file's name.
+template <class Check>
+auto with_file_named(const std::filesystem::path& safetensors, Check&& check) {
+    const std::string bytes = detail::read_file(safetensors, "the weights file");
+    try {
+        return check(parse_weights_file(bytes));
+    } catch (const UsageError& e) {
+        throw UsageError(fmt::format("{}: {}", safetensors.string(), e.what()));
+    }
+}
+
+}  // namespace
+
+WeightsReport check_weights(const ModelPlan& plan, const std::map<std::string, SafeTensor>& tensors) {
+    return resolve_weights(plan, tensors).report;
+}
+
+WeightsReport check_weights(const ModelPlan& plan, const std::filesystem::path& safetensors) {
+    return with_file_named(safetensors, [&](const auto& tensors) { return check_weights(plan, tensors); });
+}
+
+WeightsReport LoadedModel::load_weights(const std::filesystem::path& safetensors) {
+    return with_file_named(safetensors, [&](const auto& tensors) { return load_weights(tensors); });
+}
+
+WeightsReport LoadedModel::load_weights(const std::map<std::string, SafeTensor>& tensors) {
+    auto [report, slots] = resolve_weights(impl_->plan, tensors);
+    for (const auto& [node, slot, values] : slots) impl_->params[node][slot].upload(std::span<const float>(values));
     return report;
 }
 

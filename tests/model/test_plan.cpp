@@ -171,3 +171,49 @@ TEST_CASE("custom ops join the graph through register_op") {
     CHECK(plan.nodes()[0].op_name == "twice_add");
     CHECK(plan.values()[plan.outputs()[0]].shape == Shape{3, 4, 2, 2});
 }
+
+TEST_CASE("weights are checked against a plan without a device: every missing key and mismatch in one error") {
+    const ModelPlan plan = ModelPlan::from_json(small_graph, 2, h200);
+    // Every slot of the plan, from one buffer big enough for the largest (values never zero).
+    std::vector<float> ones(4096, 0.25f);
+    std::map<std::string, SafeTensor> tensors;
+    for (const auto& node : plan.nodes())
+        for (const auto& p : node.params)
+            tensors[p.key] = {"F32", p.shape, std::as_bytes(std::span(ones).first(element_count(p.shape)))};
+    std::size_t slots = 0;
+    for (const auto& node : plan.nodes()) slots += node.params.size();
+    WeightsReport report = check_weights(plan, tensors);
+    CHECK(report.loaded == slots);
+    CHECK(report.folded == 0);
+    CHECK(report.extra.empty());
+
+    // The stem's BatchNorm as a file from PyTorch holds it: folded, as load_weights folds it.
+    auto folding = tensors;
+    folding.erase("stem.bn_scale");
+    folding.erase("stem.bn_shift");
+    for (const char* source : {"bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"})
+        folding[fmt::format("stem.{}", source)] = {"F32", {16}, std::as_bytes(std::span(ones).first(16))};
+    report = check_weights(plan, folding);
+    CHECK(report.folded == 1);
+    CHECK(report.loaded == slots);
+
+    auto bad = tensors;
+    bad.erase("a.weight");
+    bad["b.bn_scale"].dtype = "F16";
+    bad["head.weight"].shape = {8, 2, 1, 1};
+    const std::string error = [&] {
+        try {
+            (void)check_weights(plan, bad);
+        } catch (const UsageError& e) {
+            return std::string(e.what());
+        }
+        return std::string("(no error)");
+    }();
+    CHECK(error.find("missing: a.weight") != std::string::npos);
+    CHECK(error.find("b.bn_scale: the file has F16 [16], the model needs F32 [16]") != std::string::npos);
+    CHECK(error.find("head.weight: the file has F32 [8, 2, 1, 1], the model needs F32 [8, 32, 1, 1]") !=
+          std::string::npos);
+    auto extra = tensors;
+    extra["nobody.weight"] = tensors["a.bn_scale"];
+    CHECK(check_weights(plan, extra).extra == std::vector<std::string>{"nobody.weight"});
+}
