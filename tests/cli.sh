@@ -219,7 +219,7 @@ usage)  # usage errors exit 2 and say what to do
   expect 2 "$kjit" ptx no_such_kernel --arch sm_90 --cache-dir "$dir"
   contains "unknown kernel 'no_such_kernel'"
   expect 2 "$kjit" ptx conv2d_bn_silu_gemm_forward -D BLOCK_M=64 --arch sm_90 --cache-dir "$dir"
-  contains "is missing"
+  contains "constants BLOCK_N, BLOCK_K, GROUP_M of kernel conv2d_bn_silu_gemm_forward are missing"
   expect 2 "$kjit" ptx conv2d_bn_silu_gemm_forward -D BLOCK_Q=1 --arch sm_90 --cache-dir "$dir"
   contains "has no constant 'BLOCK_Q'"
   expect 2 "$kjit" cache prune --max-size lots --cache-dir "$dir"

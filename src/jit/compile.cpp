@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -53,16 +54,38 @@ std::string excerpt(std::string_view source, int line, int context = 3) {
     return out;
 }
 
-/// The line of the first "<program>(LINE): error" in the log, or 0.
-int first_error_line(std::string_view log, std::string_view program_name) {
-    const std::string tag = std::string(program_name) + "(";
-    for (std::size_t at = log.find(tag); at != std::string_view::npos; at = log.find(tag, at + 1)) {
-        const char* begin = log.data() + at + tag.size();
+/// Where NVRTC's log puts the first error: the file it names ("<file>(LINE): error") and the line.
+struct ErrorSite {
+    std::string file;
+    int line = 0;
+};
+
+std::optional<ErrorSite> first_error(std::string_view log) {
+    constexpr std::string_view mark = "): ";
+    for (std::size_t at = log.find(mark); at != std::string_view::npos; at = log.find(mark, at + 1)) {
+        const std::string_view kind = log.substr(at + mark.size());
+        if (!kind.starts_with("error") && !kind.starts_with("catastrophic error")) continue;
+        const std::size_t open = log.rfind('(', at), line_start = log.rfind('\n', at);
+        if (open == std::string_view::npos || (line_start != std::string_view::npos && open < line_start)) continue;
         int line = 0;
-        auto [p, ec] = std::from_chars(begin, log.data() + log.size(), line);
-        if (ec == std::errc{} && log.substr(p - log.data()).starts_with("): error")) return line;
+        const auto [end, ec] = std::from_chars(log.data() + open + 1, log.data() + at, line);
+        if (ec != std::errc{} || end != log.data() + at) continue;
+        const std::size_t file_start = line_start == std::string_view::npos ? 0 : line_start + 1;
+        return ErrorSite{std::string(log.substr(file_start, open - file_start)), line};
     }
-    return 0;
+    return std::nullopt;
+}
+
+/// The first error's file and the numbered lines around it: the kernel's source, or the
+/// kernels_src header it names (an error inside kjit/bn_silu.cuh shows that header's lines).
+std::string error_excerpt(const Kernel& kernel, std::string_view program_name, std::string_view log) {
+    const auto site = first_error(log);
+    if (!site) return "(no line number in the log)\n";
+    if (site->file == program_name) return excerpt(kernel.source(), site->line);
+    for (const auto& header : kernel.headers())
+        if (site->file == header.name || site->file.ends_with("/" + header.name))
+            return fmt::format("in {}:\n{}", header.name, excerpt(header.content, site->line));
+    return fmt::format("(the first error is in {}, not a file of this kernel's)\n", site->file);
 }
 
 void validate(const CompileOptions& options) {
@@ -159,9 +182,7 @@ Compiled compile(const Kernel& kernel, const CompileOptions& options) {
     Compiled out;
     out.log = program_log(program.get());
     if (result == NVRTC_ERROR_COMPILATION) {
-        const int line = first_error_line(out.log, program_name);
-        throw CompileError(kernel.id(), canonical, out.log,
-                           line > 0 ? excerpt(kernel.source(), line) : std::string("(no line number in the log)\n"));
+        throw CompileError(kernel.id(), canonical, out.log, error_excerpt(kernel, program_name, out.log));
     }
     detail::check_nvrtc(result, "nvrtcCompileProgram");
 

@@ -1,5 +1,6 @@
 // The shipped kernels and their valid configurations: the list warm-up and tests iterate.
 #include <algorithm>
+#include <charconv>
 #include <set>
 
 #include <fmt/format.h>
@@ -123,6 +124,18 @@ const KernelFamily families[] = {
     {"upsample_nearest2d", "nearest-neighbour upsampling by 2", single_configuration<UpsampleNearest2dOp, 2>},
 };
 
+/// Whether `given` (a -D value) names constant c's value.
+bool same_value(const Constant& c, std::string_view given) {
+    if (given == value_text(c)) return true;
+    if (const auto* flag = std::get_if<bool>(&c.value)) return given == (*flag ? "1" : "0");
+    if (const auto* number = std::get_if<std::int64_t>(&c.value)) {
+        std::int64_t v = 0;
+        const auto [end, ec] = std::from_chars(given.data(), given.data() + given.size(), v);
+        return ec == std::errc{} && end == given.data() + given.size() && v == *number;
+    }
+    return false;
+}
+
 }  // namespace
 
 std::span<const KernelFamily> shipped_kernels() { return families; }
@@ -149,24 +162,40 @@ Kernel find_shipped_kernel(std::string_view name, std::span<const std::pair<std:
         if (!given.insert(constant).second)
             throw UsageError(fmt::format("constant {} is given twice: give each constant once", constant));
     }
-    for (const auto& c : declared)
-        if (!given.contains(c.name))
-            throw UsageError(
-                fmt::format("constant {} of kernel {} is missing: give it with -D {}=VALUE", c.name, name, c.name));
-    for (const auto& k : configurations)
-        if (std::all_of(k.constants().begin(), k.constants().end(), [&](const Constant& c) {
-                return std::any_of(constants.begin(), constants.end(),
-                                   [&](const auto& g) { return g.first == c.name && g.second == value_text(c); });
-            }))
-            return k;
-    std::vector<std::string> valid;
-    for (const auto& k : configurations) {
+    // How many of a configuration's constants the given ones match (by value: 064 is 64, and a
+    // flag is true/false or 1/0).
+    const auto matches = [&](const Kernel& k) {
+        return std::count_if(k.constants().begin(), k.constants().end(), [&](const Constant& c) {
+            return std::any_of(constants.begin(), constants.end(),
+                               [&](const auto& g) { return g.first == c.name && same_value(c, g.second); });
+        });
+    };
+    const auto text = [](const Kernel& k, std::string_view prefix) {
         std::vector<std::string> parts;
-        for (const auto& c : k.constants()) parts.push_back(c.name + "=" + value_text(c));
-        valid.push_back(fmt::format("{}", fmt::join(parts, " ")));
-    }
-    throw UsageError(fmt::format("those constants are not a valid configuration of {}; valid ones:\n  {}", name,
-                                 fmt::join(valid, "\n  ")));
+        for (const auto& c : k.constants()) parts.push_back(fmt::format("{}{}={}", prefix, c.name, value_text(c)));
+        return fmt::format("{}", fmt::join(parts, " "));
+    };
+    std::vector<std::string> missing;
+    for (const auto& c : declared)
+        if (!given.contains(c.name)) missing.push_back(c.name);
+    if (!missing.empty())
+        throw UsageError(fmt::format("{} {} of kernel {} {} missing: give each with -D NAME=VALUE, e.g. {}",
+                                     missing.size() == 1 ? "constant" : "constants", fmt::join(missing, ", "), name,
+                                     missing.size() == 1 ? "is" : "are", text(configurations.front(), "-D ")));
+    for (const auto& k : configurations)
+        if (matches(k) == static_cast<long>(k.constants().size())) return k;
+    // The valid configurations nearest to what was given (most constants alike) first.
+    std::vector<const Kernel*> nearest;
+    for (const auto& k : configurations) nearest.push_back(&k);
+    std::stable_sort(nearest.begin(), nearest.end(),
+                     [&](const Kernel* a, const Kernel* b) { return matches(*a) > matches(*b); });
+    constexpr std::size_t shown = 12;
+    std::vector<std::string> valid;
+    for (std::size_t i = 0; i < std::min(shown, nearest.size()); ++i) valid.push_back(text(*nearest[i], ""));
+    throw UsageError(fmt::format(
+        "those constants are not a valid configuration of {}; the {} nearest of its {} valid ones:\n  {}{}", name,
+        valid.size(), configurations.size(), fmt::join(valid, "\n  "),
+        nearest.size() > shown ? "\n(kjit warm --kernel NAME builds every one; kjit cache ls lists them)" : ""));
 }
 
 }  // namespace kjit

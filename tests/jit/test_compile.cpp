@@ -99,6 +99,26 @@ TEST_CASE("a compile error carries the id, the options, the log and the lines ar
     }
 }
 
+TEST_CASE("a compile error inside an included header shows that header's lines") {
+    // A macro that breaks the header where it calls fmaf: the first error is in kjit/bn_silu.cuh.
+    const Kernel broken(KernelSpec{"uses_header", {}, {{"x", {Scalar::f32, true}}}},
+                        "#define fmaf not_a_function\n"
+                        "#include \"kjit/bn_silu.cuh\"\n"
+                        "__device__ void uses_header(float* x) { x[0] = kjit::bn_silu(x[0], 1.0f, 0.0f); }\n");
+    try {
+        (void)compile(broken, test::options_for("sm_90"));
+        FAIL("expected CompileError");
+    } catch (const CompileError& e) {
+        CAPTURE(e.log());
+        CAPTURE(e.source_excerpt());
+        CHECK(e.source_excerpt().starts_with("in kjit/bn_silu.cuh:\n"));
+        const auto marked = e.source_excerpt().find("> ");
+        REQUIRE(marked != std::string::npos);
+        CHECK(e.source_excerpt().substr(marked, e.source_excerpt().find('\n', marked) - marked).find("fmaf(") !=
+              std::string::npos);
+    }
+}
+
 TEST_CASE("bad defines are rejected before NVRTC runs") {
     CompileOptions o = test::options_for("sm_90");
     o.defines = {{"1BAD", "x"}};
