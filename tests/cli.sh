@@ -247,7 +247,12 @@ usage)  # usage errors exit 2 and say what to do
     contains "there is no kernel cache at $dir/nowhere/kjit.sqlite3"
   done
   expect 2 "$kjit" cache export "$dir/out.sqlite3" --cache-dir "$dir/nowhere"
-  [[ -e $dir/nowhere || -e $dir/out.sqlite3 ]] && fail "a reading command created $dir/nowhere or an export"
+  # Removing from no cache: nothing to do (exit 0), and none made.
+  expect 0 "$kjit" cache clear --cache-dir "$dir/nowhere"
+  contains "there is no kernel cache at $dir/nowhere/kjit.sqlite3: nothing to remove"
+  expect 0 "$kjit" cache prune --max-size 1M --cache-dir "$dir/nowhere"
+  contains "nothing to remove"
+  [[ -e $dir/nowhere || -e $dir/out.sqlite3 ]] && fail "a command created $dir/nowhere or an export"
   expect 2 "$kjit" cache frobnicate
   contains "unknown subcommand 'frobnicate' of kjit cache: use one of stats,"
   expect 2 env KJIT_KERNELS_DIR="$dir/no-such-dir" "$kjit" ptx axpby -D T=f32 -D BLOCK=256 -D ITEMS=4 --arch sm_90 \

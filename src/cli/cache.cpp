@@ -166,6 +166,13 @@ int verify(const CacheOptions& o) {
 /// file was too damaged to remove from, where it was set aside.
 template <class Remove>
 int remove_entries(const CacheOptions& o, Remove remove) {
+    // Where there is no cache there is nothing to remove, and none is made (a mistyped
+    // --cache-dir would leave an empty cache behind).
+    const auto file = cache_directory(o.common) / Cache::file_name;
+    if (std::error_code ec; !std::filesystem::exists(file, ec)) {
+        fmt::print("there is no kernel cache at {}: nothing to remove\n", file.string());
+        return ok;
+    }
     auto& cache = runtime(o.common).cache();
     const std::size_t known = cache.incidents().size();
     const std::size_t removed = remove(cache);

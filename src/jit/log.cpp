@@ -2,8 +2,9 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
+
+#include "jit/env_flag.hpp"
 
 namespace kjit {
 namespace {
@@ -11,8 +12,13 @@ struct LogState {
     std::mutex mutex;
     LogSink sink;
     LogLevel level = [] {
+        // Not env_flag: its warning would come back here before the state exists.
         const char* v = std::getenv("KJIT_VERBOSE");
-        return v && std::strcmp(v, "0") != 0 ? LogLevel::debug : LogLevel::warning;
+        if (!v || !*v) return LogLevel::warning;
+        const auto flag = detail::parse_flag(v);
+        if (!flag)
+            std::fprintf(stderr, "kjit: warning: %s\n", detail::flag_complaint("KJIT_VERBOSE", v, false).c_str());
+        return flag.value_or(false) ? LogLevel::debug : LogLevel::warning;
     }();
 };
 LogState& state() {

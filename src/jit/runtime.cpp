@@ -20,6 +20,7 @@
 #include "cuda/driver_api.hpp"
 #include "jit/cache_key.hpp"
 #include "jit/entry_point.hpp"
+#include "jit/env_flag.hpp"
 #include "jit/kernel_state.hpp"
 #include "jit/launch_checks.hpp"
 #include "jit/log.hpp"
@@ -45,10 +46,7 @@ constexpr std::chrono::seconds claim_lifetime{600};
 
 /// KJIT_DEPENDENT_LAUNCH=0 launches every kernel plainly (tools that do not follow griddepcontrol).
 bool dependent_launches_allowed() {
-    static const bool allowed = [] {
-        const char* v = std::getenv("KJIT_DEPENDENT_LAUNCH");
-        return !(v && std::string_view(v) == "0");
-    }();
+    static const bool allowed = detail::env_flag("KJIT_DEPENDENT_LAUNCH", true);
     return allowed;
 }
 
