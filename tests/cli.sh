@@ -247,6 +247,18 @@ usage)  # usage errors exit 2 and say what to do
     contains "there is no kernel cache at $dir/nowhere/kjit.sqlite3"
   done
   expect 2 "$kjit" cache export "$dir/out.sqlite3" --cache-dir "$dir/nowhere"
+  expect 0 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir/exp"
+  expect 2 "$kjit" cache export "$dir/no/such/dir/out.sqlite3" --cache-dir "$dir/exp"
+  contains "cannot write $dir/no/such/dir/out.sqlite3: $dir/no/such/dir is not a directory"
+  # A layer or configuration run and tune cannot take is said before a GPU is asked for.
+  expect 2 "$kjit" run conv2d_bn_silu --batch 1 --cin 8 --cout 8 --hw 4 4 --config FOO=1 --cache-dir "$dir"
+  contains "configuration key FOO is not one of the conv kernels': they are written"
+  expect 2 "$kjit" run conv2d_bn_silu --batch 1 --cin 8 --cout 8 --hw 4 4 --config PLANES=2 --cache-dir "$dir"
+  contains "lacks BLOCK_H: this kernel's are written BLOCK_H BLOCK_W PLANES THREADS [STEP_ROWS] [STAGED]"
+  for sub in run tune; do
+    expect 2 "$kjit" $sub conv2d_bn_silu --batch 100000 --cin 100000 --cout 8 --hw 1000 1000 --cache-dir "$dir"
+    contains "GB of host memory; this machine has"
+  done
   # Removing from no cache: nothing to do (exit 0), and none made.
   expect 0 "$kjit" cache clear --cache-dir "$dir/nowhere"
   contains "there is no kernel cache at $dir/nowhere/kjit.sqlite3: nothing to remove"
@@ -329,6 +341,8 @@ model)  # a graph planned and its weights checked without a GPU; model run finds
   sed 's/"add"/"softmax"/' "$dir/graph.json" >"$dir/unknown.json"
   expect 2 "$kjit" model run "$dir/unknown.json" --weights "$dir/w.safetensors"
   contains "unknown op 'softmax'"
+  expect 2 "$kjit" model plan "$dir/graph.json" --batch 2000000000 --arch sm_90
+  contains "node 'stem': "
   head -c 40 "$dir/graph.json" >"$dir/truncated.json"
   expect 2 "$kjit" model plan "$dir/truncated.json" --arch sm_90
   expect 2 "$kjit" model run "$dir/truncated.json" --weights "$dir/w.safetensors"

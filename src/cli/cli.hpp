@@ -43,6 +43,14 @@ inline const CLI::Range non_negative_int{0, std::numeric_limits<int>::max(), "NO
 [[nodiscard]] Device gpu_or_explain(const char* command);
 /// The local GPU's arch, or a UsageError telling the user to pass --arch.
 [[nodiscard]] Arch local_arch_or_explain(std::string_view what);
+/// The device a plan is for, and in words: the local GPU unless `arch` names another; else the
+/// part that arch is best known by (sm_90: an H100/H200), unless `multiprocessors` and
+/// `max_shared_bytes` (0: the part's) say otherwise.
+[[nodiscard]] std::pair<DeviceTraits, std::string> planning_device(std::string_view arch, int multiprocessors,
+                                                                   int max_shared_bytes);
+/// The device to check input against before asking for a GPU: the local one, else an sm_90
+/// part (what makes a layer or a graph invalid does not depend on which).
+[[nodiscard]] DeviceTraits checking_device();
 
 /// One conv layer to run or tune.
 struct Layer {

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <ranges>
 #include <sstream>
 
 #include "cli.hpp"
@@ -57,6 +58,57 @@ Arch local_arch_or_explain(std::string_view what) {
         fmt::format("there is no GPU here to take the arch from ({}): pass --arch, e.g. --arch sm_90, to "
                     "say what to {} for",
                     device_unavailable_reason(), what));
+}
+
+/// A device dispatch plans for, by arch, where there is none to ask: the part each arch is
+/// best known by (SM count, opt-in shared memory a block, from NVIDIA's datasheets and tuning
+/// guides).
+namespace {
+
+struct KnownPart {
+    int arch;
+    const char* name;
+    int multiprocessors, max_shared_bytes;
+};
+constexpr KnownPart known_parts[] = {
+    {80, "A100", 108, 166912}, {86, "RTX A6000", 84, 101376},        {87, "Jetson AGX Orin", 16, 166912},
+    {89, "L40S", 142, 101376}, {90, "H100 SXM / H200", 132, 232448},
+};
+
+}  // namespace
+
+std::pair<DeviceTraits, std::string> planning_device(std::string_view arch_name, int multiprocessors,
+                                                     int max_shared_bytes) {
+    if (arch_name.empty() && device_count() > 0) {
+        const Device device = Device::get(0);
+        const DeviceTraits t = DeviceTraits::of(device);
+        return {t, fmt::format("{} ({}, {} SMs, {} B of shared memory a block)", device.name(), t.arch.name(),
+                               t.multiprocessors, t.max_shared_bytes)};
+    }
+    const Arch arch = arch_name.empty() ? local_arch_or_explain("plan") : Arch::parse(arch_name);
+    const Arch own(arch.major(), arch.minor());  // sm_90a plans as a 9.0 device
+    const auto* part = std::ranges::find(known_parts, own.number(), &KnownPart::arch);
+    const bool known = part != std::end(known_parts);
+    if (!known && (multiprocessors == 0 || max_shared_bytes == 0))
+        throw UsageError(
+            fmt::format("no part of {} is known to plan for: give --sms and --max-shared-bytes (known: "
+                        "{})",
+                        own.name(),
+                        fmt::join(known_parts | std::views::transform([](const KnownPart& p) {
+                                      return fmt::format("sm_{} {}", p.arch, p.name);
+                                  }),
+                                  ", ")));
+    const DeviceTraits t(multiprocessors ? multiprocessors : part->multiprocessors,
+                         max_shared_bytes ? max_shared_bytes : part->max_shared_bytes, own);
+    const bool as_part = known && t.multiprocessors == part->multiprocessors &&
+                         t.max_shared_bytes == part->max_shared_bytes;
+    return {t, fmt::format("{} ({}{} SMs, {} B of shared memory a block; no GPU asked)", own.name(),
+                           as_part ? fmt::format("{}: ", part->name) : std::string(), t.multiprocessors,
+                           t.max_shared_bytes)};
+}
+
+DeviceTraits checking_device() {
+    return device_count() > 0 ? DeviceTraits::of(Device::get(0)) : planning_device("sm_90", 0, 0).first;
 }
 
 /// The name of the first word that is not a subcommand where one is expected ("kjit bogus",

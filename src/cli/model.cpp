@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
-#include <ranges>
 
 #include <kjit/model.hpp>
 
@@ -19,50 +18,6 @@ struct ModelOptions {
     int batch = 1, iters = 100, multiprocessors = 0, max_shared_bytes = 0;
     bool replay = false;
 };
-
-/// A device dispatch plans for, by arch, where there is none to ask: the part each arch is
-/// best known by (SM count, opt-in shared memory a block, from NVIDIA's datasheets and tuning
-/// guides).
-struct KnownPart {
-    int arch;
-    const char* name;
-    int multiprocessors, max_shared_bytes;
-};
-constexpr KnownPart known_parts[] = {
-    {80, "A100", 108, 166912}, {86, "RTX A6000", 84, 101376},        {87, "Jetson AGX Orin", 16, 166912},
-    {89, "L40S", 142, 101376}, {90, "H100 SXM / H200", 132, 232448},
-};
-
-/// What the plan is for, and in words: the local GPU unless --arch names another; a known part
-/// of that arch unless --sms and --max-shared-bytes say otherwise.
-std::pair<DeviceTraits, std::string> planning_device(const ModelOptions& o) {
-    if (o.arch.empty() && device_count() > 0) {
-        const Device device = Device::get(0);
-        const DeviceTraits t = DeviceTraits::of(device);
-        return {t, fmt::format("{} ({}, {} SMs, {} B of shared memory a block)", device.name(), t.arch.name(),
-                               t.multiprocessors, t.max_shared_bytes)};
-    }
-    const Arch arch = o.arch.empty() ? local_arch_or_explain("plan") : Arch::parse(o.arch);
-    const Arch own(arch.major(), arch.minor());  // sm_90a plans as a 9.0 device
-    const auto* part = std::ranges::find(known_parts, own.number(), &KnownPart::arch);
-    const bool known = part != std::end(known_parts);
-    if (!known && (o.multiprocessors == 0 || o.max_shared_bytes == 0))
-        throw UsageError(
-            fmt::format("no part of {} is known to plan for: give --sms and --max-shared-bytes (known: "
-                        "{})",
-                        own.name(),
-                        fmt::join(known_parts | std::views::transform([](const KnownPart& p) {
-                                      return fmt::format("sm_{} {}", p.arch, p.name);
-                                  }),
-                                  ", ")));
-    const DeviceTraits t(o.multiprocessors ? o.multiprocessors : part->multiprocessors,
-                         o.max_shared_bytes ? o.max_shared_bytes : part->max_shared_bytes, own);
-    const bool as_part = known && t.multiprocessors == part->multiprocessors &&
-                         t.max_shared_bytes == part->max_shared_bytes;
-    return {t, fmt::format("{} ({}{} SMs, {} B of shared memory a block; no GPU asked)", own.name(),
-                           as_part ? fmt::format("{}: ", part->name) : std::string(), t.multiprocessors,
-                           t.max_shared_bytes)};
-}
 
 /// The graph planned for the batch and, with --weights, its weights checked: what a build box
 /// can know of a model without a GPU.
@@ -80,7 +35,7 @@ CheckedModel check_model(const ModelOptions& o, const DeviceTraits& device) {
 std::string shape_text(ShapeView shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
 
 int plan_model(const ModelOptions& o) {
-    const auto [device, device_text] = planning_device(o);
+    const auto [device, device_text] = planning_device(o.arch, o.multiprocessors, o.max_shared_bytes);
     const CheckedModel m = check_model(o, device);
     const ModelPlan& plan = m.plan;
     nlohmann::json nodes = nlohmann::json::array();
@@ -108,7 +63,14 @@ int plan_model(const ModelOptions& o) {
         row.params = fmt::format("{}", fmt::join(param_texts, " "));
         slots += node.params.size();
         for (std::size_t l = 0; l < node.op->n_launches(); ++l) {
-            const Dims grid = node.op->grid_for_launch(l, in_shapes, out), block = node.op->block();
+            const Dims grid = [&] {
+                try {
+                    return node.op->grid_for_launch(l, in_shapes, out);
+                } catch (const UsageError& e) {
+                    throw UsageError(fmt::format("node '{}': {}", node.name, e.what()));
+                }
+            }();
+            const Dims block = node.op->block();
             const unsigned shared = node.op->shared_bytes_for_launch(l);
             const std::string& kernel = node.op->kernel_for_launch(l).id();
             kernels.push_back({{"kernel", kernel}, {"grid", grid}, {"block", block}, {"shared_bytes", shared}});
@@ -176,11 +138,7 @@ double time_ms(const Device& device, const Stream& stream, int iters, Work&& wor
 
 int run_model(const ModelOptions& o) {
     // The graph and the weights are checked first: their errors need no GPU to be found.
-    if (device_count() == 0) {
-        ModelOptions as_planned = o;
-        if (as_planned.arch.empty()) as_planned.arch = "sm_90";  // any part: the checks do not depend on it
-        (void)check_model(as_planned, planning_device(as_planned).first);
-    }
+    if (device_count() == 0) (void)check_model(o, checking_device());
     const Device device = gpu_or_explain("model run");
     Stream stream(device);
     LoadedModel model = LoadedModel::load_file(o.graph, device, o.batch, runtime(o.common));

@@ -1,6 +1,8 @@
 // kjit run / kjit tune conv2d_bn_silu: one layer on the GPU — checked against the float64
 // reference and timed (run), or every configuration timed and the winner stored (tune); NCHW
 // tensors, or with --channels-last NHWC ones and the channels-last Hopper kernel.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -151,6 +153,24 @@ void check_op_name(const RunOptions& o) {
         throw UsageError(fmt::format("unknown op '{}': kjit run and tune take conv2d_bn_silu", o.op));
 }
 
+/// A layer whose inputs, output and float64 reference do not fit this machine's memory is
+/// refused before anything is allocated (it ended in std::bad_alloc, or the OOM killer).
+void check_fits_host(const Layer& l) {
+    const auto& s = l.shape;
+    const auto [oh, ow] = conv2d_output_size(l.attrs, s);
+    const double x = 1.0 * s.batch * s.c_in * s.height * s.width,
+                 w = 1.0 * s.c_out * (s.c_in / l.attrs.groups) * l.attrs.kernel_h * l.attrs.kernel_w,
+                 y = 1.0 * s.batch * s.c_out * oh * ow;
+    // x and W twice (as generated, and in the run's layout), y as read back, and its reference.
+    const double bytes = 8.0 * (x + w) + 4.0 * y + 8.0 * y;
+    const double memory = 1.0 * sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE);
+    if (bytes > memory)
+        throw UsageError(
+            fmt::format("this layer's tensors and its float64 reference take {:.1f} GB of host memory; "
+                        "this machine has {:.1f} GB: choose a smaller layer or batch",
+                        bytes / 1e9, memory / 1e9));
+}
+
 int run(const RunOptions& o) {
     check_op_name(o);
     const Layer l = layer_of(o);
@@ -160,6 +180,9 @@ int run(const RunOptions& o) {
     if (o.channels_last && !config.empty() && !config.starts_with("NHWC=1")) config = "NHWC=1 " + config;
     if (!o.channels_last && config.find("NHWC") != std::string::npos)
         throw UsageError("NHWC=1 names the channels-last kernel: add --channels-last to run it on NHWC tensors");
+    // What is wrong with the layer or the configuration is said before a GPU is asked for.
+    check_fits_host(l);
+    if (!config.empty()) (void)make_conv2d_bn_silu(l.attrs, l.shape, config, checking_device());
     const Device device = gpu_or_explain("run");
     Runtime& rt = runtime(o.common);
     const DeviceTraits traits = DeviceTraits::of(device);
@@ -224,6 +247,7 @@ int tune(const RunOptions& o) {
     check_op_name(o);
     const std::vector<Layer> layers = o.shapes_file.empty() ? std::vector<Layer>{layer_of(o)}
                                                             : layers_from(o.shapes_file);
+    for (const Layer& l : layers) check_fits_host(l);
     const Device device = gpu_or_explain("tune");
     const DeviceTraits traits = DeviceTraits::of(device);
     Runtime& rt = runtime(o.common);

@@ -1,5 +1,7 @@
 // Cache management (kjit cache …): list, verify, clear, prune, export, import. Each needs a
 // usable database and throws Error otherwise.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -129,6 +131,11 @@ ExportReport Cache::export_to(const fs::path& file, const std::string& arch) {
     if (fs::exists(file))
         throw UsageError(
             fmt::format("{} exists: export writes a new file; remove it or choose another name", file.string()));
+    if (const fs::path dir = fs::absolute(file).parent_path(); !fs::is_directory(dir))
+        throw UsageError(fmt::format("cannot write {}: {} is not a directory; create it or choose another place",
+                                     file.string(), dir.string()));
+    if (::access(fs::absolute(file).parent_path().c_str(), W_OK) != 0)
+        throw UsageError(fmt::format("cannot write {}: its directory is not writable by this user", file.string()));
     return impl_->with_database([&](const Database& db) {
         try {
             const Attachment target(db, file, "export_target");

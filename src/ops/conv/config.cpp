@@ -1,11 +1,14 @@
 // Conv configurations as text: the key of a layer's tuned winner, the op a configuration names,
 // an op's configuration, and the candidates `kjit tune` times.
+#include <algorithm>
 #include <charconv>
 #include <map>
 #include <optional>
+#include <ranges>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <kjit/conv.hpp>
 
 #include "kjit/ceil_div.cuh"
@@ -34,10 +37,43 @@ std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2d
         if (!values.emplace(word.substr(0, eq), v).second)
             throw UsageError(fmt::format("configuration key {} is given twice", word.substr(0, eq)));
     }
+    // Each kernel's keys, [optional ones] bracketed: what a configuration of it is written as.
+    static constexpr std::pair<const char*, const char*> forms[] = {
+        {"the channels-last kernel", "NHWC=1 BLOCK_M BLOCK_N STAGES [GROUP_M] [SPLIT_K]"},
+        {"the TMA + wgmma kernels", "TMA=1 [GATHER] BLOCK_M BLOCK_N STAGES [GROUP_M] [SPLIT_K]"},
+        {"the depthwise kernel", "BLOCK_H BLOCK_W PLANES THREADS [STEP_ROWS] [STAGED]"},
+        {"the direct kernel", "BLOCK_OC BLOCK_OW"},
+        {"the sm80 GEMM kernel", "BLOCK_M BLOCK_N BLOCK_K [GROUP_M] [SPLIT_K]"}};
+    const auto known = [](std::string_view key) {
+        return std::ranges::any_of(forms, [&](const auto& f) {
+            const std::string_view keys = f.second;
+            for (std::size_t at = keys.find(key); at != std::string_view::npos; at = keys.find(key, at + 1)) {
+                const std::size_t end = at + key.size();
+                const bool starts = at == 0 || keys[at - 1] == ' ' || keys[at - 1] == '[';
+                const bool ends = end == keys.size() || keys[end] == ' ' || keys[end] == ']' || keys[end] == '=';
+                if (starts && ends) return true;
+            }
+            return false;
+        });
+    };
+    for (const auto& [key, v] : values)
+        if (!known(key))
+            throw UsageError(fmt::format("configuration key {} is not one of the conv kernels': they are written {}",
+                                         key,
+                                         fmt::join(forms | std::views::transform([](const auto& f) {
+                                                       return fmt::format("{} ({})", f.second, f.first);
+                                                   }),
+                                                   "; ")));
+    const char* kernel = values.contains("NHWC")       ? forms[0].second
+                         : values.contains("TMA")      ? forms[1].second
+                         : values.contains("PLANES")   ? forms[2].second
+                         : values.contains("BLOCK_OC") ? forms[3].second
+                                                       : forms[4].second;
     auto take = [&](const char* key, std::optional<int> fallback = std::nullopt) {
         const auto it = values.find(key);
         if (it == values.end()) {
-            require(fallback.has_value(), "configuration '{}' lacks {}", config, key);
+            require(fallback.has_value(), "configuration '{}' lacks {}: this kernel's are written {}", config, key,
+                    kernel);
             return *fallback;
         }
         const int v = it->second;
