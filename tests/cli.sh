@@ -126,6 +126,14 @@ warm-unstored)  # a warm that could not store what it compiled says so and fails
   [[ -n $stored && $stored -ge 1 && $stored -lt 8 ]] || fail "a partial warm should store 1-7 of 8: $out"
   expect 0 "$kjit" cache stats --cache-dir "$dir/full" --json
   contains "\"entries\": $stored,"
+  # A database of a newer kjit's schema is left untouched: nothing stored, 2.
+  expect 0 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir/newer"
+  "$helper" sql "$dir/newer/kjit.sqlite3" "DELETE FROM kernels; UPDATE kjit_schema SET version = 99" ||
+    fail "could not set the schema version"
+  expect 2 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir/newer" -j 2
+  contains "4 compiled, 0 already cached, 0 failed in"
+  contains "(2 jobs); 0 of them stored in $dir/newer/kjit.sqlite3"
+  contains "written by a newer kjit (schema 99"
   ;;
 warm-claimed)  # a kernel another live process is compiling: the others first, a line each as it finishes, then its entry
   # The key of one kernel, from a scratch cache.

@@ -148,9 +148,9 @@ int warm(const WarmOptions& o) {
         fmt::print("{}\n", j.dump(2));
     } else {
         for (const auto& f : failed) fmt::print(stderr, "kjit: failed: {}\n", f);
-        fmt::print("{} compiled, {} already cached, {} failed in {:.1f} s ({} jobs) {}\n", compiled.load(),
+        fmt::print("{} compiled, {} already cached, {} failed in {:.1f} s ({} jobs){}\n", compiled.load(),
                    cached.load(), failed.size(), seconds, threads,
-                   stored == produced ? "into " + cache.path().string()
+                   stored == produced ? " into " + cache.path().string()
                                       : fmt::format("; {} of them stored in {}", stored, cache.path().string()));
         if (other_arch)
             fmt::print(
