@@ -48,6 +48,9 @@ struct LoadedKernel {
     /// drains. Off for every kernel when KJIT_DEPENDENT_LAUNCH=0.
     bool dependent_launch;
     mutable std::atomic<unsigned> dynamic_shared_limit{48 * 1024};  // what the driver allows now
+    /// Blocks of it one multiprocessor holds at once, for the last launch shape asked about:
+    /// threads << 40 | dynamic shared bytes << 8 | blocks (0: not asked yet).
+    mutable std::atomic<std::uint64_t> occupancy{0};
 };
 
 /// Counters since the Runtime was made.

@@ -124,6 +124,7 @@ Kernel::Kernel(KernelSpec spec, std::string body_source) : state_(std::make_shar
     s.params = std::move(spec.params);
     s.max_threads_per_block = spec.max_threads_per_block;
     s.only_for = spec.only_for;
+    s.waits_in_body = spec.waits_in_body;
 }
 
 const std::string& Kernel::name() const noexcept { return state_->name; }

@@ -35,6 +35,7 @@ struct KernelState {
     std::vector<Param> params;
     unsigned max_threads_per_block = 0;
     std::optional<Arch> only_for;
+    bool waits_in_body = false;  // KernelSpec::waits_in_body: it lets the next grid launch itself
     std::vector<SourceFile> headers;
     CacheKey source_digest;  // XXH3-128 of source + headers, taken once at construction
 

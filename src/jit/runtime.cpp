@@ -221,6 +221,31 @@ struct Runtime::Impl {
         launch(kernel, resolve(kernel, stream.device()), stream, config, args);
     }
 
+    /// Whether a grid whose entry point lets the next grid launch at once fills more than half of
+    /// the blocks the device holds at a time, but not more than all of them. Launched as a
+    /// dependent, its blocks are placed on whatever slots the grid before leaves, unevenly where
+    /// they are most of them: on the H200 such grids took 1.18-1.28x as long back to back as
+    /// launched plainly (dw 3x3 192 @28 b8, dw 3x3 s2 576 @14 b8, g32 3x3 s2 512 @28 b8), where
+    /// smaller grids gained up to 0.8x and larger ones broke even (docs/BENCHMARKS.md).
+    static bool crowds_the_device(const Kernel& kernel, const LoadedKernel& lk, const Device& device,
+                                  const LaunchConfig& c) {
+        if (kernel.state().waits_in_body) return false;  // it lets the next grid launch when it chooses
+        const std::uint64_t threads = 1ULL * c.block.x * c.block.y * c.block.z;
+        const std::uint64_t shape = threads << 40 | std::uint64_t{c.shared_bytes} << 8;
+        std::uint64_t memo = lk.occupancy.load(std::memory_order_relaxed);
+        if (memo == 0 || (memo & ~std::uint64_t{0xff}) != shape) {
+            int per_sm = 0;
+            KJIT_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, &per_sm, lk.function, static_cast<int>(threads),
+                    static_cast<std::size_t>(c.shared_bytes));
+            memo = shape | static_cast<std::uint64_t>(std::clamp(per_sm, 0, 255));
+            lk.occupancy.store(memo, std::memory_order_relaxed);
+        }
+        const std::uint64_t per_sm = memo & 0xff,
+                            slots = per_sm * static_cast<std::uint64_t>(device.multiprocessor_count());
+        const std::uint64_t blocks = 1ULL * c.grid.x * c.grid.y * c.grid.z;
+        return per_sm >= 2 && 2 * blocks > slots && blocks <= slots;
+    }
+
     static void launch(const Kernel& kernel, const LoadedKernel& lk, const Stream& stream, const LaunchConfig& config,
                        void** args) {
         const Device& device = stream.device();
@@ -229,7 +254,8 @@ struct Runtime::Impl {
         const bool clustered = config.cluster.x * config.cluster.y * config.cluster.z != 1;
         // Clusters launch plainly: on the H200, split-K clusters launched as dependents took up to
         // 1.4x as long back to back (docs/BENCHMARKS.md), where persistent kernels gained 15%.
-        if (!clustered && !lk.dependent_launch) {
+        // So do grids that crowd the device (below).
+        if (!clustered && (!lk.dependent_launch || crowds_the_device(kernel, lk, device, config))) {
             KJIT_CU(cuLaunchKernel, lk.function, config.grid.x, config.grid.y, config.grid.z, config.block.x,
                     config.block.y, config.block.z, config.shared_bytes, stream.handle(), args, nullptr);
             return;
