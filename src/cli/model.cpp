@@ -137,8 +137,9 @@ double time_ms(const Device& device, const Stream& stream, int iters, Work&& wor
 }
 
 int run_model(const ModelOptions& o) {
-    // The graph and the weights are checked first: their errors need no GPU to be found.
-    if (device_count() == 0) (void)check_model(o, checking_device());
+    // The graph and the weights are checked first: their errors need no GPU to be found, and on
+    // a GPU are found before every kernel is compiled and loaded.
+    (void)check_model(o, checking_device());
     const Device device = gpu_or_explain("model run");
     Stream stream(device);
     LoadedModel model = LoadedModel::load_file(o.graph, device, o.batch, runtime(o.common));
