@@ -9,13 +9,13 @@
 
 using namespace kjit;
 
-TEST_CASE("flags: 1/true/yes/on and 0/false/no/off in any case; anything else is no flag") {
+TEST_CASE("flags: 1/true/yes/on and 0/false/no/off in any case, anything else no flag") {
     for (const char* on : {"1", "true", "TRUE", "Yes", "on"}) CHECK(detail::parse_flag(on) == true);
     for (const char* off : {"0", "false", "False", "NO", "off"}) CHECK(detail::parse_flag(off) == false);
     for (const char* neither : {"", "2", "of", "enable", " 1"}) CHECK_FALSE(detail::parse_flag(neither).has_value());
 }
 
-TEST_CASE("an environment flag: unset or empty takes the default; a misspelling takes it too, with a warning") {
+TEST_CASE("an environment flag: unset or empty takes the default, and a misspelling takes it too, with a warning") {
     std::vector<std::string> warnings;
     set_log_sink([&](LogLevel level, std::string_view message) {
         if (level == LogLevel::warning) warnings.emplace_back(message);
