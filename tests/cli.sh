@@ -165,6 +165,28 @@ warm-claimed)  # a kernel another live process is compiling: the others first, a
   wait $warm || fail "the warm failed: $(cat "$dir/log" "$dir/err")"
   grep -qF "24 compiled, 0 already cached, 0 failed" "$dir/log" || fail "$(cat "$dir/log")"
   ;;
+check)  # kjit check --compile-only: every configuration compiled and inspected; one made wrong on purpose is named
+  expect 0 "$kjit" check axpby --compile-only --arch sm_90 --cache-dir "$dir/c"
+  contains "axpby: 4 configurations compiled for sm_90 in"
+  contains "4 ok, 0 failed"
+  # Kernels edited in a scratch kernels dir: the configurations with ITEMS=4 no longer compile.
+  cp -r "$(dirname "$0")/../kernels_src" "$dir/kernels"
+  sed -i 's|^    constexpr long long TILE|    static_assert(ITEMS != 4, "made wrong on purpose");\n&|' "$dir/kernels/axpby.cu"
+  expect 1 env KJIT_KERNELS_DIR="$dir/kernels" "$kjit" check axpby --compile-only --arch sm_90 --cache-dir "$dir/c"
+  contains "2 ok, 2 failed"
+  contains "axpby__f32__f32__256__4                                          sm_90           -  FAIL: does not compile: "
+  contains "error: static assertion failed with \"made wrong on purpose\""
+  # The failing ones last.
+  [[ $(grep -c FAIL <<<"$(tail -3 <<<"$out")") == 2 ]] || fail "the failing configurations are not last: $out"
+  expect 1 env KJIT_KERNELS_DIR="$dir/kernels" "$kjit" check axpby --compile-only --arch sm_90 --cache-dir "$dir/c" \
+    --json
+  contains '"failed": 2'
+  contains '"ok": false'
+  expect 2 "$kjit" check convolution --compile-only --arch sm_90 --cache-dir "$dir/c"
+  contains "unknown op 'convolution': kjit check takes conv2d_bn_silu, axpby,"
+  expect 2 "$kjit" check axpby --arch sm_90 --cache-dir "$dir/c"
+  contains "add --compile-only"
+  ;;
 verify-damaged)  # a damaged file is reported (exit 1) with where it went; the advice given works
   printf 'not a database at all, %.0s' {1..200} >"$dir/kjit.sqlite3"
   expect 1 "$kjit" cache verify --cache-dir "$dir"
@@ -244,7 +266,7 @@ usage)  # usage errors exit 2 and say what to do
   shapes_error '{"layers": [{"batch": 4294967297, "cin": 8, "cout": 8, "hw": [4, 4]}]}' "fits 32 bits"
   shapes_error '{"layers": [{"batch": 1, "cin": 8, "cout": 8, "hw": [4, 4], "pad": -1}]}' "layer 1: pad = -1"
   expect 2 "$kjit" frobnicate
-  contains "unknown subcommand 'frobnicate' of kjit: use one of warm, ptx,"
+  contains "unknown subcommand 'frobnicate' of kjit: use one of warm, check, ptx,"
   # An empty cache directory is an error, not the default; reading commands create nothing.
   expect 2 "$kjit" cache ls --cache-dir ""
   contains "--cache-dir is empty"

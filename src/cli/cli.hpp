@@ -1,7 +1,10 @@
 // The kjit command line: one file per subcommand; this header holds what they share.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <limits>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,7 +75,33 @@ struct LayerSpec {
 /// `source` names the file in errors.
 [[nodiscard]] std::vector<Layer> parse_layers(std::string_view text, const std::string& source);
 
+/// One shipped kernel configuration to compile for one arch.
+struct CompileJob {
+    const Kernel* kernel;
+    Arch arch;
+};
+struct CompileJobs {
+    std::vector<Kernel> kernels;  ///< the jobs point into it
+    std::vector<CompileJob> jobs;
+    std::size_t other_arch = 0;  ///< arch-specific configurations left out: not built for an arch asked
+};
+/// Every configuration of the shipped kernel families named (all where none is) for each arch it
+/// runs on; UsageError for an unknown family, listing the shipped ones.
+[[nodiscard]] CompileJobs compile_jobs(std::span<const std::string> families, std::span<const Arch> archs);
+/// What one job gave: its compiled entry, or why it failed.
+struct CompileOutcome {
+    const CompileJob* job;
+    std::optional<CompileResult> result;
+    std::string error;
+};
+/// Compiles (or finds) `jobs` on up to `threads` threads, calling `done` for each as it finishes
+/// (one call at a time). Kernels another live process is compiling are left to the end, then
+/// waited for, saying so on stderr. Returns the threads used.
+std::size_t compile_in_parallel(Runtime& rt, std::span<const CompileJob> jobs, unsigned threads,
+                                const std::function<void(const CompileOutcome&)>& done);
+
 void add_warm(CLI::App& app, int& exit_code);
+void add_check(CLI::App& app, int& exit_code);
 void add_ptx(CLI::App& app, int& exit_code);
 void add_run_and_tune(CLI::App& app, int& exit_code);
 void add_cache(CLI::App& app, int& exit_code);

@@ -152,6 +152,7 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     int exit_code = ok;
     add_warm(app, exit_code);
+    add_check(app, exit_code);
     add_ptx(app, exit_code);
     add_run_and_tune(app, exit_code);
     add_cache(app, exit_code);

@@ -26,36 +26,16 @@ int warm(const WarmOptions& o) {
     std::vector<Arch> archs;
     for (const auto& a : o.archs) archs.push_back(Arch::parse(a));
     if (archs.empty()) archs.push_back(local_arch_or_explain("compile"));
-
-    std::vector<Kernel> kernels;
-    for (const auto& family : shipped_kernels()) {
-        if (!o.kernels.empty() && std::find(o.kernels.begin(), o.kernels.end(), family.name) == o.kernels.end())
-            continue;
-        for (auto& k : family.configurations()) kernels.push_back(std::move(k));
-    }
-    for (const auto& name : o.kernels)
-        if (std::none_of(shipped_kernels().begin(), shipped_kernels().end(),
-                         [&](const KernelFamily& f) { return f.name == name; }))
-            (void)find_shipped_kernel(name, {});  // throws: unknown kernel, listing the shipped ones
-    struct Job {
-        const Kernel* kernel;
-        Arch arch;
-    };
-    std::vector<Job> jobs;
-    std::size_t other_arch = 0;  // arch-specific kernels (sm_90a) are built only for their arch's devices
-    for (const auto& arch : archs)
-        for (const auto& k : kernels)
-            if (k.runs_on(arch)) jobs.push_back({&k, k.target(arch)});
-            else ++other_arch;
+    const CompileJobs work = compile_jobs(o.kernels, archs);
+    const auto& jobs = work.jobs;
+    const std::size_t other_arch = work.other_arch;
 
     Runtime& rt = runtime(o.common);
     const bool tty = isatty(STDOUT_FILENO) && !o.common.json;
-    std::atomic<std::size_t> next{0}, done{0}, compiled{0}, cached{0};
-    std::mutex out;
+    std::size_t done = 0, compiled = 0, cached = 0;
     std::vector<std::string> failed;
     const auto started = std::chrono::steady_clock::now();
-    auto report = [&](const Job& job, const std::string& what) {
-        std::lock_guard lock(out);
+    auto report = [&](const CompileJob& job, const std::string& what) {
         const std::size_t n = ++done;
         if (o.common.json) return;
         if (tty) {
@@ -71,58 +51,19 @@ int warm(const WarmOptions& o) {
             std::fflush(stdout);
         }
     };
-    // Kernels another live process is compiling now (its claim stands) wait until every other
-    // one is done, then this warm waits for their entries (or takes over a claim whose owner
-    // died or expired).
-    std::vector<const Job*> deferred;
-    auto run = [&](std::span<const Job* const> queue, bool wait) {
-        next = 0;
-        std::vector<std::thread> workers(std::max(1u, std::min<unsigned>(o.jobs, queue.size())));
-        for (auto& worker : workers)
-            worker = std::thread([&] {
-                for (std::size_t i; (i = next++) < queue.size();) {
-                    const Job& job = *queue[i];
-                    try {
-                        const CompileOptions options{.arch = job.arch};
-                        const auto r = wait ? std::optional(rt.compile(*job.kernel, options))
-                                            : rt.try_compile(*job.kernel, options);
-                        if (!r) {
-                            std::lock_guard lock(out);
-                            deferred.push_back(&job);
-                            continue;
-                        }
-                        if (r->origin == Origin::compiled) ++compiled;
-                        else ++cached;
-                        report(job, fmt::format("{:>10}  {:>3} registers",
-                                                r->origin == Origin::compiled
-                                                    ? fmt::format("{:.0f} ms", r->entry->compiled.compile_ms)
-                                                    : std::string("hit"),
-                                                r->entry->compiled.resources.registers));
-                    } catch (const Error& e) {
-                        {
-                            std::lock_guard lock(out);
-                            failed.push_back(fmt::format("{} ({}): {}", job.kernel->id(), job.arch.name(), e.what()));
-                        }
-                        report(job, "FAILED");
-                    }
-                }
-            });
-        for (auto& w : workers) w.join();
-        return workers.size();
-    };
-    std::vector<const Job*> all;
-    for (const Job& job : jobs) all.push_back(&job);
-    const std::size_t threads = run(all, false);
-    if (!deferred.empty()) {
-        if (tty) fmt::print("\n");
-        fmt::print(stderr,
-                   "kjit: {} kernel{} being compiled by another process sharing {}: waiting for {} (a claim is "
-                   "taken over when its process dies, or after 10 minutes)\n",
-                   deferred.size(), deferred.size() == 1 ? " is" : "s are", rt.cache().path().string(),
-                   deferred.size() == 1 ? "it" : "them");
-        const std::vector<const Job*> waiting = std::exchange(deferred, {});
-        run(waiting, true);
-    }
+    const std::size_t threads = compile_in_parallel(rt, jobs, o.jobs, [&](const CompileOutcome& c) {
+        if (!c.result) {
+            failed.push_back(fmt::format("{} ({}): {}", c.job->kernel->id(), c.job->arch.name(), c.error));
+            report(*c.job, "FAILED");
+            return;
+        }
+        const auto& r = *c.result;
+        ++(r.origin == Origin::compiled ? compiled : cached);
+        report(*c.job, fmt::format("{:>10}  {:>3} registers",
+                                   r.origin == Origin::compiled ? fmt::format("{:.0f} ms", r.entry->compiled.compile_ms)
+                                                                : std::string("hit"),
+                                   r.entry->compiled.resources.registers));
+    });
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (tty) fmt::print("\n");
     // A warm ships what is in the file: where the cache fell back to memory, count what the file
@@ -132,24 +73,19 @@ int warm(const WarmOptions& o) {
     std::size_t stored = produced;
     if (!cache.persistent()) {
         std::vector<CacheKey> keys;
-        for (const Job& job : jobs) keys.push_back(job.kernel->key(CompileOptions{.arch = job.arch}));
+        for (const CompileJob& job : jobs) keys.push_back(job.kernel->key(CompileOptions{.arch = job.arch}));
         stored = cache.count_stored(keys);
     }
     const std::vector<std::string> incidents = cache.incidents();
     if (o.common.json) {
-        nlohmann::json j{{"compiled", compiled.load()},
-                         {"cached", cached.load()},
-                         {"stored", stored},
-                         {"failed", failed},
-                         {"other_arch", other_arch},
-                         {"seconds", seconds},
-                         {"jobs", threads},
-                         {"cache", cache.path().string()}};
+        nlohmann::json j{
+            {"compiled", compiled},     {"cached", cached},   {"stored", stored}, {"failed", failed},
+            {"other_arch", other_arch}, {"seconds", seconds}, {"jobs", threads},  {"cache", cache.path().string()}};
         fmt::print("{}\n", j.dump(2));
     } else {
         for (const auto& f : failed) fmt::print(stderr, "kjit: failed: {}\n", f);
-        fmt::print("{} compiled, {} already cached, {} failed in {:.1f} s ({} jobs){}\n", compiled.load(),
-                   cached.load(), failed.size(), seconds, threads,
+        fmt::print("{} compiled, {} already cached, {} failed in {:.1f} s ({} jobs){}\n", compiled, cached,
+                   failed.size(), seconds, threads,
                    stored == produced ? " into " + cache.path().string()
                                       : fmt::format("; {} of them stored in {}", stored, cache.path().string()));
         if (other_arch)
