@@ -167,12 +167,13 @@ warm-claimed)  # a kernel another live process is compiling: the others first, a
   ;;
 check)  # kjit check --compile-only: every configuration compiled and inspected; one made wrong on purpose is named
   expect 0 "$kjit" check axpby --compile-only --arch sm_90 --cache-dir "$dir/c"
-  contains "axpby: 4 configurations compiled for sm_90 in"
+  contains "axpby: 4 configurations for sm_90 (4 compiled, 0 unchanged from the cache) in"
   contains "4 ok, 0 failed"
   # Kernels edited in a scratch kernels dir: the configurations with ITEMS=4 no longer compile.
   cp -r "$(dirname "$0")/../kernels_src" "$dir/kernels"
   sed -i 's|^    constexpr long long TILE|    static_assert(ITEMS != 4, "made wrong on purpose");\n&|' "$dir/kernels/axpby.cu"
   expect 1 env KJIT_KERNELS_DIR="$dir/kernels" "$kjit" check axpby --compile-only --arch sm_90 --cache-dir "$dir/c"
+  contains "(4 compiled, 0 unchanged from the cache)"  # the file changed: every key of it
   contains "2 ok, 2 failed"
   contains "axpby__f32__f32__256__4                                          sm_90           -  FAIL: does not compile: "
   contains "error: static assertion failed with \"made wrong on purpose\""
@@ -181,6 +182,7 @@ check)  # kjit check --compile-only: every configuration compiled and inspected;
   expect 1 env KJIT_KERNELS_DIR="$dir/kernels" "$kjit" check axpby --compile-only --arch sm_90 --cache-dir "$dir/c" \
     --json
   contains '"failed": 2'
+  contains '"compiled": 2'  # again: the two that compiled are in the cache, the failing two try again
   contains '"ok": false'
   expect 2 "$kjit" check convolution --compile-only --arch sm_90 --cache-dir "$dir/c"
   contains "unknown op 'convolution': kjit check takes conv2d_bn_silu, axpby,"

@@ -75,8 +75,10 @@ int check(const CheckOptions& o) {
         std::vector<std::string> faults;
     };
     std::vector<Row> rows;
+    std::size_t compiled = 0;  // the rest came from the cache: their source and options are unchanged
     const auto started = std::chrono::steady_clock::now();
     const std::size_t threads = compile_in_parallel(rt, work.jobs, o.jobs, [&](const CompileOutcome& c) {
+        if (!c.result || c.result->origin == Origin::compiled) ++compiled;
         rows.push_back({c.job, c.result ? c.result->entry->compiled.resources.registers : 0, faults_of(c)});
     });
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -97,6 +99,7 @@ int check(const CheckOptions& o) {
         fmt::print("{}\n", nlohmann::json{{"op", o.op},
                                           {"configurations", list},
                                           {"failed", failing},
+                                          {"compiled", compiled},
                                           {"other_arch", work.other_arch},
                                           {"seconds", seconds}}
                                .dump(2));
@@ -106,11 +109,13 @@ int check(const CheckOptions& o) {
             fmt::print("{:<64} {:<7} {:>9}  {}\n", r.job->kernel->id(), r.job->arch.name(),
                        r.registers ? std::to_string(r.registers) : "-",
                        r.faults.empty() ? "ok" : fmt::format("FAIL: {}", fmt::join(r.faults, "; ")));
-        fmt::print("{}: {} configurations compiled for {} in {:.1f} s ({} jobs): {} ok, {} failed{}\n", o.op,
-                   rows.size(), fmt::join(archs | std::views::transform([](Arch a) { return a.name(); }), ", "),
-                   seconds, threads, rows.size() - failing, failing,
-                   work.other_arch ? fmt::format("; {} built for other archs only, not checked", work.other_arch)
-                                   : std::string());
+        fmt::print(
+            "{}: {} configurations for {} ({} compiled, {} unchanged from the cache) in {:.1f} s ({} jobs): {} "
+            "ok, {} failed{}\n",
+            o.op, rows.size(), fmt::join(archs | std::views::transform([](Arch a) { return a.name(); }), ", "),
+            compiled, rows.size() - compiled, seconds, threads, rows.size() - failing, failing,
+            work.other_arch ? fmt::format("; {} built for other archs only, not checked", work.other_arch)
+                            : std::string());
     }
     return failing ? failure : ok;
 }
