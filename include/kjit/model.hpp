@@ -96,14 +96,14 @@ private:
 struct WeightsReport {
     std::size_t loaded = 0;          ///< parameter slots filled (from the file or folded)
     std::size_t folded = 0;          ///< nodes whose slots were folded from other tensors (RuntimeOp::param_fold)
-    std::vector<std::string> extra;  ///< keys in the file no slot took (warned)
+    std::vector<std::string> extra;  ///< keys in the file no slot took (load_weights warns)
 };
 
-/// Whether a safetensors file fits `plan`, without a device: every parameter slot present (or
-/// folded, as LoadedModel::load_weights folds it) as F32 of its shape. Throws UsageError listing
-/// every missing key and mismatch; keys no slot takes are returned in `extra` (and warned about).
+/// Whether the tensors of a safetensors file fit `plan`, without a device: every parameter slot
+/// present (or folded, as LoadedModel::load_weights folds it) as F32 of its shape. Throws
+/// UsageError listing every missing key and mismatch; keys no slot takes are returned in `extra`
+/// (load_weights warns about them).
 WeightsReport check_weights(const ModelPlan& plan, const std::map<std::string, SafeTensor>& tensors);
-WeightsReport check_weights(const ModelPlan& plan, const std::filesystem::path& safetensors);
 
 class LoadedModel {
 public:

@@ -66,11 +66,18 @@ std::string when(std::int64_t unix_seconds) {
     return buffer;
 }
 
-/// The cache of a command that only reads it (stats, ls, verify, export): one must be there —
-/// such a command creates no directory and no database where the user pointed by mistake.
+/// The cache file the options select, if one is there: a command that only reads or removes
+/// creates no directory and no database where the user pointed by mistake.
+std::pair<std::filesystem::path, bool> cache_file(const Common& common) {
+    auto file = cache_directory(common) / Cache::file_name;
+    std::error_code ec;
+    const bool there = std::filesystem::exists(file, ec);
+    return {std::move(file), there};
+}
+
+/// The cache of a command that only reads it (stats, ls, verify, export): one must be there.
 Cache& existing_cache(const Common& common, std::string_view verb) {
-    const auto file = cache_directory(common) / Cache::file_name;
-    if (std::error_code ec; !std::filesystem::exists(file, ec))
+    if (const auto [file, there] = cache_file(common); !there)
         throw UsageError(
             fmt::format("there is no kernel cache at {}: nothing to {} (`kjit warm` makes one there; "
                         "check --cache-dir or KJIT_CACHE_DIR)",
@@ -166,10 +173,8 @@ int verify(const CacheOptions& o) {
 /// file was too damaged to remove from, where it was set aside.
 template <class Remove>
 int remove_entries(const CacheOptions& o, Remove remove) {
-    // Where there is no cache there is nothing to remove, and none is made (a mistyped
-    // --cache-dir would leave an empty cache behind).
-    const auto file = cache_directory(o.common) / Cache::file_name;
-    if (std::error_code ec; !std::filesystem::exists(file, ec)) {
+    // Where there is no cache there is nothing to remove, and none is made.
+    if (const auto [file, there] = cache_file(o.common); !there) {
         fmt::print("there is no kernel cache at {}: nothing to remove\n", file.string());
         return ok;
     }

@@ -60,11 +60,11 @@ Arch local_arch_or_explain(std::string_view what) {
                     device_unavailable_reason(), what));
 }
 
+namespace {
+
 /// A device dispatch plans for, by arch, where there is none to ask: the part each arch is
 /// best known by (SM count, opt-in shared memory a block, from NVIDIA's datasheets and tuning
 /// guides).
-namespace {
-
 struct KnownPart {
     int arch;
     const char* name;
@@ -107,9 +107,7 @@ std::pair<DeviceTraits, std::string> planning_device(std::string_view arch_name,
                            t.max_shared_bytes)};
 }
 
-DeviceTraits checking_device() {
-    return device_count() > 0 ? DeviceTraits::of(Device::get(0)) : planning_device("sm_90", 0, 0).first;
-}
+DeviceTraits checking_device() { return planning_device(device_count() > 0 ? "" : "sm_90", 0, 0).first; }
 
 /// The name of the first word that is not a subcommand where one is expected ("kjit bogus",
 /// "kjit cache bogus"), with the choices, or "" when the words name subcommands: CLI11 would only

@@ -19,16 +19,25 @@ struct ModelOptions {
     bool replay = false;
 };
 
-/// The graph planned for the batch and, with --weights, its weights checked: what a build box
-/// can know of a model without a GPU.
+/// The graph planned for the batch and, with --weights, its weights read once and checked: what
+/// a build box can know of a model without a GPU, and what `run` then loads.
 struct CheckedModel {
     ModelPlan plan;
+    std::unique_ptr<const std::string> weights_file;  // the bytes `tensors` point into
+    std::map<std::string, SafeTensor> tensors;
     std::optional<WeightsReport> weights;
 };
 
 CheckedModel check_model(const ModelOptions& o, const DeviceTraits& device) {
-    CheckedModel m{ModelPlan::from_json(read_option_file(o.graph, "the graph"), o.batch, device), {}};
-    if (!o.weights.empty()) m.weights = check_weights(m.plan, std::filesystem::path(o.weights));
+    CheckedModel m{ModelPlan::from_json(read_option_file(o.graph, "the graph"), o.batch, device), {}, {}, {}};
+    if (o.weights.empty()) return m;
+    m.weights_file = std::make_unique<const std::string>(read_option_file(o.weights, "--weights"));
+    try {
+        m.tensors = parse_safetensors(std::as_bytes(std::span(*m.weights_file)));
+        m.weights = check_weights(m.plan, m.tensors);
+    } catch (const UsageError& e) {
+        throw UsageError(fmt::format("{}: {}", o.weights, e.what()));
+    }
     return m;
 }
 
@@ -138,12 +147,12 @@ double time_ms(const Device& device, const Stream& stream, int iters, Work&& wor
 
 int run_model(const ModelOptions& o) {
     // The graph and the weights are checked first: their errors need no GPU to be found, and on
-    // a GPU are found before every kernel is compiled and loaded.
-    (void)check_model(o, checking_device());
+    // a GPU are found before every kernel is compiled and loaded. The weights are read once.
+    const CheckedModel checked = check_model(o, checking_device());
     const Device device = gpu_or_explain("model run");
     Stream stream(device);
     LoadedModel model = LoadedModel::load_file(o.graph, device, o.batch, runtime(o.common));
-    const WeightsReport weights = model.load_weights(o.weights);
+    const WeightsReport weights = model.load_weights(checked.tensors);
     const ModelPlan& plan = model.plan();
 
     // Inputs: from --input by name, else random in [-1, 1) (never zeros).

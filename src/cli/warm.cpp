@@ -2,13 +2,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <mutex>
-#include <optional>
-#include <span>
 #include <thread>
-#include <utility>
 
 #include "cli.hpp"
 

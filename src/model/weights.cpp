@@ -25,10 +25,6 @@ struct ResolvedWeights {
     std::vector<SlotValues> slots;
 };
 
-std::map<std::string, SafeTensor> parse_weights_file(const std::string& bytes) {
-    return parse_safetensors(std::as_bytes(std::span(bytes)));
-}
-
 /// Every slot of `plan` from `tensors` by dotted key, or folded from other tensors where the op
 /// folds them (RuntimeOp::param_fold) and the file holds those instead. Missing keys and dtype or
 /// shape mismatches throw one UsageError listing all of them. Needs no device.
@@ -96,21 +92,7 @@ ResolvedWeights resolve_weights(const ModelPlan& plan, const std::map<std::strin
     report.loaded = resolved.slots.size();
     for (const auto& [key, t] : tensors)
         if (!used.contains(key)) report.extra.push_back(key);
-    if (!report.extra.empty())
-        detail::warn(fmt::format("{} tensors in the weights file belong to no parameter and were ignored: {}",
-                                 report.extra.size(), fmt::join(report.extra, ", ")));
     return resolved;
-}
-
-/// `check` on the parsed file, its errors prefixed with the file's name.
-template <class Check>
-auto with_file_named(const std::filesystem::path& safetensors, Check&& check) {
-    const std::string bytes = detail::read_file(safetensors, "the weights file");
-    try {
-        return check(parse_weights_file(bytes));
-    } catch (const UsageError& e) {
-        throw UsageError(fmt::format("{}: {}", safetensors.string(), e.what()));
-    }
 }
 
 }  // namespace
@@ -119,17 +101,21 @@ WeightsReport check_weights(const ModelPlan& plan, const std::map<std::string, S
     return resolve_weights(plan, tensors).report;
 }
 
-WeightsReport check_weights(const ModelPlan& plan, const std::filesystem::path& safetensors) {
-    return with_file_named(safetensors, [&](const auto& tensors) { return check_weights(plan, tensors); });
-}
-
 WeightsReport LoadedModel::load_weights(const std::filesystem::path& safetensors) {
-    return with_file_named(safetensors, [&](const auto& tensors) { return load_weights(tensors); });
+    const std::string bytes = detail::read_file(safetensors, "the weights file");
+    try {
+        return load_weights(parse_safetensors(std::as_bytes(std::span(bytes))));
+    } catch (const UsageError& e) {
+        throw UsageError(fmt::format("{}: {}", safetensors.string(), e.what()));
+    }
 }
 
 WeightsReport LoadedModel::load_weights(const std::map<std::string, SafeTensor>& tensors) {
     auto [report, slots] = resolve_weights(impl_->plan, tensors);
     for (const auto& [node, slot, values] : slots) impl_->params[node][slot].upload(std::span<const float>(values));
+    if (!report.extra.empty())
+        detail::warn(fmt::format("{} tensors in the weights file belong to no parameter and were ignored: {}",
+                                 report.extra.size(), fmt::join(report.extra, ", ")));
     return report;
 }
 

@@ -1,6 +1,7 @@
 // The shipped kernels and their valid configurations: the list warm-up and tests iterate.
 #include <algorithm>
 #include <charconv>
+#include <functional>
 #include <set>
 
 #include <fmt/format.h>
@@ -182,16 +183,18 @@ Kernel find_shipped_kernel(std::string_view name, std::span<const std::pair<std:
         throw UsageError(fmt::format("{} {} of kernel {} {} missing: give each with -D NAME=VALUE, e.g. {}",
                                      missing.size() == 1 ? "constant" : "constants", fmt::join(missing, ", "), name,
                                      missing.size() == 1 ? "is" : "are", text(configurations.front(), "-D ")));
-    for (const auto& k : configurations)
-        if (matches(k) == static_cast<long>(k.constants().size())) return k;
-    // The valid configurations nearest to what was given (most constants alike) first.
-    std::vector<const Kernel*> nearest;
-    for (const auto& k : configurations) nearest.push_back(&k);
-    std::stable_sort(nearest.begin(), nearest.end(),
-                     [&](const Kernel* a, const Kernel* b) { return matches(*a) > matches(*b); });
+    // Each configuration scored once: the one all of whose constants match, else the nearest
+    // (most constants alike) first.
+    std::vector<std::pair<long, const Kernel*>> nearest;
+    for (const auto& k : configurations) {
+        const long alike = matches(k);
+        if (alike == static_cast<long>(k.constants().size())) return k;
+        nearest.emplace_back(alike, &k);
+    }
+    std::ranges::stable_sort(nearest, std::greater<>{}, &std::pair<long, const Kernel*>::first);
     constexpr std::size_t shown = 12;
     std::vector<std::string> valid;
-    for (std::size_t i = 0; i < std::min(shown, nearest.size()); ++i) valid.push_back(text(*nearest[i], ""));
+    for (std::size_t i = 0; i < std::min(shown, nearest.size()); ++i) valid.push_back(text(*nearest[i].second, ""));
     throw UsageError(fmt::format(
         "those constants are not a valid configuration of {}; the {} nearest of its {} valid ones:\n  {}{}", name,
         valid.size(), configurations.size(), fmt::join(valid, "\n  "),

@@ -131,10 +131,11 @@ ExportReport Cache::export_to(const fs::path& file, const std::string& arch) {
     if (fs::exists(file))
         throw UsageError(
             fmt::format("{} exists: export writes a new file; remove it or choose another name", file.string()));
-    if (const fs::path dir = fs::absolute(file).parent_path(); !fs::is_directory(dir))
+    const fs::path dir = fs::absolute(file).parent_path();
+    if (!fs::is_directory(dir))
         throw UsageError(fmt::format("cannot write {}: {} is not a directory; create it or choose another place",
                                      file.string(), dir.string()));
-    if (::access(fs::absolute(file).parent_path().c_str(), W_OK) != 0)
+    if (::access(dir.c_str(), W_OK) != 0)
         throw UsageError(fmt::format("cannot write {}: its directory is not writable by this user", file.string()));
     return impl_->with_database([&](const Database& db) {
         try {

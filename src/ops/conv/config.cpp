@@ -37,43 +37,44 @@ std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2d
         if (!values.emplace(word.substr(0, eq), v).second)
             throw UsageError(fmt::format("configuration key {} is given twice", word.substr(0, eq)));
     }
-    // Each kernel's keys, [optional ones] bracketed: what a configuration of it is written as.
-    static constexpr std::pair<const char*, const char*> forms[] = {
-        {"the channels-last kernel", "NHWC=1 BLOCK_M BLOCK_N STAGES [GROUP_M] [SPLIT_K]"},
-        {"the TMA + wgmma kernels", "TMA=1 [GATHER] BLOCK_M BLOCK_N STAGES [GROUP_M] [SPLIT_K]"},
-        {"the depthwise kernel", "BLOCK_H BLOCK_W PLANES THREADS [STEP_ROWS] [STAGED]"},
-        {"the direct kernel", "BLOCK_OC BLOCK_OW"},
-        {"the sm80 GEMM kernel", "BLOCK_M BLOCK_N BLOCK_K [GROUP_M] [SPLIT_K]"}};
-    const auto known = [](std::string_view key) {
-        return std::ranges::any_of(forms, [&](const auto& f) {
-            const std::string_view keys = f.second;
-            for (std::size_t at = keys.find(key); at != std::string_view::npos; at = keys.find(key, at + 1)) {
-                const std::size_t end = at + key.size();
-                const bool starts = at == 0 || keys[at - 1] == ' ' || keys[at - 1] == '[';
-                const bool ends = end == keys.size() || keys[end] == ' ' || keys[end] == ']' || keys[end] == '=';
-                if (starts && ends) return true;
-            }
-            return false;
-        });
+    // Each kernel's keys, [optional ones] bracketed: what a configuration of it is written as. A
+    // configuration names its kernel by the first form's marker key it holds (the GEMM's: none).
+    enum class Family { nhwc, tma, depthwise, direct, gemm };
+    struct Form {
+        Family family;
+        const char* marker;
+        const char* name;
+        const char* keys;
+    };
+    static constexpr Form forms[] = {
+        {Family::nhwc, "NHWC", "the channels-last kernel", "NHWC=1 BLOCK_M BLOCK_N STAGES [GROUP_M] [SPLIT_K]"},
+        {Family::tma, "TMA", "the TMA + wgmma kernels", "TMA=1 [GATHER] BLOCK_M BLOCK_N STAGES [GROUP_M] [SPLIT_K]"},
+        {Family::depthwise, "PLANES", "the depthwise kernel", "BLOCK_H BLOCK_W PLANES THREADS [STEP_ROWS] [STAGED]"},
+        {Family::direct, "BLOCK_OC", "the direct kernel", "BLOCK_OC BLOCK_OW"},
+        {Family::gemm, nullptr, "the sm80 GEMM kernel", "BLOCK_M BLOCK_N BLOCK_K [GROUP_M] [SPLIT_K]"}};
+    // Whether a form names `key`: its words, brackets and "=1" left off.
+    const auto names = [](const Form& f, std::string_view key) {
+        for (const auto word : std::string_view(f.keys) | std::views::split(' ')) {
+            std::string_view w(word.begin(), word.end());
+            if (w.starts_with('[')) w = w.substr(1, w.size() - 2);
+            if (w.substr(0, w.find('=')) == key) return true;
+        }
+        return false;
     };
     for (const auto& [key, v] : values)
-        if (!known(key))
-            throw UsageError(fmt::format("configuration key {} is not one of the conv kernels': they are written {}",
-                                         key,
-                                         fmt::join(forms | std::views::transform([](const auto& f) {
-                                                       return fmt::format("{} ({})", f.second, f.first);
-                                                   }),
-                                                   "; ")));
-    const char* kernel = values.contains("NHWC")       ? forms[0].second
-                         : values.contains("TMA")      ? forms[1].second
-                         : values.contains("PLANES")   ? forms[2].second
-                         : values.contains("BLOCK_OC") ? forms[3].second
-                                                       : forms[4].second;
+        if (std::ranges::none_of(forms, [&](const Form& f) { return names(f, key); }))
+            throw UsageError(fmt::format(
+                "configuration key {} is not one of the conv kernels': they are written {}", key,
+                fmt::join(
+                    forms | std::views::transform([](const Form& f) { return fmt::format("{} ({})", f.keys, f.name); }),
+                    "; ")));
+    const Form& form = *std::ranges::find_if(forms,
+                                             [&](const Form& f) { return !f.marker || values.contains(f.marker); });
     auto take = [&](const char* key, std::optional<int> fallback = std::nullopt) {
         const auto it = values.find(key);
         if (it == values.end()) {
             require(fallback.has_value(), "configuration '{}' lacks {}: this kernel's are written {}", config, key,
-                    kernel);
+                    form.keys);
             return *fallback;
         }
         const int v = it->second;
@@ -81,13 +82,13 @@ std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2d
         return v;
     };
     std::unique_ptr<Conv2dOp> op;
-    if (values.contains("NHWC")) {
+    if (form.family == Family::nhwc) {
         require(take("NHWC") == 1, "NHWC takes the value 1 (the channels-last kernel); leave it out for NCHW tensors");
         if (const auto why = conv2d_nhwc_tma_unsupported_reason(a, s, device); !why.empty())
             throw UsageError(fmt::format("configuration '{}': {}", config, why));
         const Sm90Tiles t{take("BLOCK_M"), take("BLOCK_N"), take("STAGES"), take("GROUP_M", 8), take("SPLIT_K", 1)};
         op = std::make_unique<Conv2dBnSiluNhwcTmaForward>(t, a, device);
-    } else if (values.contains("TMA")) {
+    } else if (form.family == Family::tma) {
         require(take("TMA") == 1, "TMA takes the value 1 (the TMA + wgmma kernel); leave it out for the sm80 kernel");
         const int gather = take("GATHER", 0);
         require(gather == 0 || gather == 1,
@@ -97,7 +98,7 @@ std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2d
         if (!why.empty()) throw UsageError(fmt::format("configuration '{}': {}", config, why));
         const Sm90Tiles t{take("BLOCK_M"), take("BLOCK_N"), take("STAGES"), take("GROUP_M", 8), take("SPLIT_K", 1)};
         op = detail::make_tma_conv(a, t, device, gather == 1);
-    } else if (values.contains("PLANES")) {
+    } else if (form.family == Family::depthwise) {
         const int staged = take("STAGED", 1);
         require(staged == 0 || staged == 1,
                 "STAGED takes 1 (input windows staged in shared memory) or 0 (each thread reads x itself); {} is "
@@ -106,7 +107,7 @@ std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2d
         const DepthwiseTiles t{take("BLOCK_H"), take("BLOCK_W"),      take("PLANES"),
                                take("THREADS"), take("STEP_ROWS", 2), staged == 1};
         op = std::make_unique<Conv2dBnSiluDepthwiseForward>(t, a, depthwise_group(a, s), device.max_shared_bytes);
-    } else if (values.contains("BLOCK_OC")) {
+    } else if (form.family == Family::direct) {
         const int oc = take("BLOCK_OC"), ow = take("BLOCK_OW");
         op = std::make_unique<Conv2dBnSiluDirectForward>(oc, ow, a, s, device.max_shared_bytes);
     } else {
