@@ -186,8 +186,49 @@ check)  # kjit check --compile-only: every configuration compiled and inspected;
   contains '"ok": false'
   expect 2 "$kjit" check convolution --compile-only --arch sm_90 --cache-dir "$dir/c"
   contains "unknown op 'convolution': kjit check takes conv2d_bn_silu, axpby,"
+  # What is wrong with a GPU check's input is said without a GPU.
   expect 2 "$kjit" check axpby --arch sm_90 --cache-dir "$dir/c"
-  contains "add --compile-only"
+  contains "--arch is for --compile-only"
+  expect 2 "$kjit" check axpby --cache-dir "$dir/c"
+  contains "axpby is a kernel with no op to run against a reference: kjit check axpby --compile-only"
+  expect 2 "$kjit" check conv2d_bn_silu --config SPLIT_K=9 --cache-dir "$dir/c"
+  contains "no configuration of conv2d_bn_silu takes its built-in layers and holds SPLIT_K=9"
+  expect 2 "$kjit" check conv2d_bn_silu_depthwise_forward --batch 1 --cin 8 --cout 8 --hw 5 5 --cache-dir "$dir/c"
+  contains "no configuration of conv2d_bn_silu_depthwise_forward takes the layers given"
+  expect 2 "$kjit" check conv2d_bn_silu --compile-only --batch 1 --cin 8 --cout 8 --hw 5 5 --cache-dir "$dir/c"
+  contains "it takes no layer, --shapes or --config"
+  expect 2 "$kjit" check add --batch 1 --cin 2 --hw 3 3 --groups 2 --cache-dir "$dir/c"
+  contains "add takes no --kernel-size, --stride, --pad or --groups"
+  expect 2 "$kjit" check maxpool2d --batch 1 --cin 2 --hw 2 2 --kernel-size 3 3 --pad 2 --cache-dir "$dir/c"
+  contains "0 <= pad <= kernel / 2"
+  ;;
+check-gpu)  # kjit check on the GPU: every configuration against the reference; kernels made wrong on purpose are caught
+  if [[ ! -e /dev/nvidia0 ]]; then echo "no GPU here: kjit check's GPU half is checked on one (scripts/gpu-check)"; exit 77; fi
+  layer=(--batch 3 --cin 13 --cout 13 --hw 9 7 --kernel-size 3 3 --pad 1 --groups 13)
+  expect 0 "$kjit" check conv2d_bn_silu_depthwise_forward "${layer[@]}" --cache-dir "$dir/c"
+  contains "b3_c13x9x7_o13_k3x3_s1x1_p1x1_g13 (the layer given)"
+  contains " 0 failed"
+  expect 0 "$kjit" check add --cache-dir "$dir/c" --json
+  contains '"failed": 0'
+  contains '"config": "add__f32__256"'
+  # Depthwise outputs in the last column never stored; add wrong at one element: each caught, named.
+  cp -r "$(dirname "$0")/../kernels_src" "$dir/kernels"
+  sed -i 's|^    if (y_bytes == 16) {|    if (ow + PIX >= OW) return;  // made wrong on purpose\n&|' "$dir/kernels/conv2d_bn_silu_depthwise_forward.cu"
+  sed -i 's|y\[i\] = a\[i\] + b\[i\];|y[i] = a[i] + b[i] + (i == 5 ? 1.0f : 0.0f);|' "$dir/kernels/add.cu"
+  expect 1 env KJIT_KERNELS_DIR="$dir/kernels" "$kjit" check conv2d_bn_silu_depthwise_forward "${layer[@]}" \
+    --cache-dir "$dir/c"
+  contains "outputs never written (still NaN)"
+  contains "first wrong: y[0,0,0,4] = NaN, expected "
+  contains "b3_c13x9x7_o13_k3x3_s1x1_p1x1_g13 [BLOCK_H="
+  grep -q " 0 unchanged from the cache" <<<"$out" || fail "the edited kernel's configurations were not all recompiled: $out"
+  [[ $(tail -1 <<<"$out") == *" 0 ok,"* ]] || fail "a configuration survived the broken store: $out"
+  expect 1 env KJIT_KERNELS_DIR="$dir/kernels" "$kjit" check add --cache-dir "$dir/c"
+  contains "first wrong: y[0,0,0,5] = "
+  contains "(1 compiled, 0 unchanged from the cache)"
+  # Rerun: nothing recompiles; --changed then runs nothing.
+  expect 0 env KJIT_KERNELS_DIR="$dir/kernels" "$kjit" check add --cache-dir "$dir/c" --changed
+  contains "(0 compiled, 1 unchanged from the cache)"
+  contains "configurations of unchanged kernels not rerun (--changed)"
   ;;
 verify-damaged)  # a damaged file is reported (exit 1) with where it went; the advice given works
   printf 'not a database at all, %.0s' {1..200} >"$dir/kjit.sqlite3"
@@ -325,6 +366,10 @@ no-gpu)  # run and tune need a GPU; without one they say so and exit 2
   contains "kjit run needs a GPU"
   expect 2 "$kjit" warm --cache-dir "$dir"
   contains "pass --arch"
+  expect 2 "$kjit" check conv2d_bn_silu --cache-dir "$dir"
+  contains "kjit check needs a GPU"
+  expect 2 "$kjit" check maxpool2d --batch 2 --cin 3 --hw 9 9 --kernel-size 3 3 --stride 2 --pad 1 --cache-dir "$dir"
+  contains "kjit check needs a GPU"
   # model run checks the graph and the weights first (cli.sh model); when they are sound, the GPU.
   small_graph >"$dir/graph.json"
   "$helper" weights "$dir/graph.json" 2 "$dir/w.safetensors" || fail "could not write weights"

@@ -564,6 +564,23 @@ enum class Conv2dLayout { nchw, nhwc };
 /// (fewer than 16 outputs a group) and the implicit GEMM's alike.
 [[nodiscard]] std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                                  const DeviceTraits& device);
+/// Every configuration that runs a layer on a device (what `kjit check` runs): each kernel that
+/// takes the layer — depthwise, direct, sm80 GEMM, and on 9.0 devices the TMA, gathering and
+/// channels-last ("NHWC=1") Hopper kernels — with each of its listed tiles that fit, and on
+/// devices with clusters every split-K factor 1…8 of the GEMM kernels.
+[[nodiscard]] std::vector<std::string> conv2d_bn_silu_configurations(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                                     const DeviceTraits& device);
+
+/// [n][c][p] → [n][p][c]: an NCHW tensor to channels-last (c channels, p = H·W pixels) — or a
+/// weight [C_OUT][C_IN][KH][KW] to [C_OUT][KH][KW][C_IN] (n = C_OUT, p = KH·KW).
+template <class T>
+[[nodiscard]] std::vector<T> to_channels_last(std::span<const T> v, std::size_t n, std::size_t c, std::size_t p) {
+    std::vector<T> out(v.size());
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < c; ++j)
+            for (std::size_t k = 0; k < p; ++k) out[(i * p + k) * c + j] = v[(i * c + j) * p + k];
+    return out;
+}
 
 /// float64 reference: y[b][oc][oh][ow] = silu(scale·conv(x, w) + shift), NCHW, weights
 /// [C_OUT][C_IN/groups][KH][KW].

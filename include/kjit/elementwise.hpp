@@ -3,6 +3,8 @@
 // pooling and nearest upsampling. NCHW, f32, tight rows.
 #pragma once
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include <kjit/runtime_op.hpp>
 #include <kjit/typed_kernel.hpp>
@@ -90,5 +92,15 @@ public:
 private:
     int scale_;
 };
+
+/// float64 references of the ops above (NCHW, tight rows), what `kjit check` and the GPU tests
+/// compare the kernels with: a + b; the inputs concatenated along channels; max pooling (−∞
+/// outside the image, the output size as MaxPool2dOp computes it); nearest upsampling.
+[[nodiscard]] std::vector<double> add_reference(std::span<const float> a, std::span<const float> b);
+[[nodiscard]] std::vector<double> concat_channels_reference(std::span<const std::vector<float>> inputs,
+                                                            std::span<const Shape> shapes);
+[[nodiscard]] std::vector<double> maxpool2d_reference(std::span<const float> x, ShapeView shape, int kernel, int stride,
+                                                      int pad);
+[[nodiscard]] std::vector<double> upsample_nearest2d_reference(std::span<const float> x, ShapeView shape, int scale);
 
 }  // namespace kjit

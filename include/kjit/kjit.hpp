@@ -16,6 +16,7 @@
 #include <kjit/conv.hpp>
 #include <kjit/device_traits.hpp>
 #include <kjit/elementwise.hpp>
+#include <kjit/output_check.hpp>
 #include <kjit/registry.hpp>
 #include <kjit/runtime_op.hpp>
 // Networks: graphs of ops and their weights.

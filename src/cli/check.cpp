@@ -1,10 +1,18 @@
-// kjit check OP --compile-only: every configuration of an op's kernels compiled for each arch and
-// inspected — compile failures, register spills, and on sm_90a wgmma that ptxas serialised or a
-// setmaxnreg it ignored — the check a build box runs before shipping a cache. (Running every
-// configuration on the GPU against the float64 reference is issue 18's next part.)
+// kjit check OP: every configuration of an op's kernels run on the GPU over its built-in layers
+// (or the ones given) with fresh random inputs into NaN-poisoned outputs, against the float64
+// reference; with --compile-only, compiled for each arch and inspected instead — compile
+// failures, register spills, and on sm_90a wgmma that ptxas serialised or a setmaxnreg it
+// ignored — the check a build box runs before shipping a cache.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <map>
+#include <random>
 #include <ranges>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "cli.hpp"
@@ -16,8 +24,12 @@ struct CheckOptions {
     Common common;
     std::string op;
     std::vector<std::string> archs;
-    bool compile_only = false;
+    bool compile_only = false, changed_only = false;
     unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
+    LayerOptions layer;
+    std::string shapes_file;
+    std::vector<std::string> config;
+    int iters = 10;
 };
 
 /// The kernel families an op runs: conv2d_bn_silu's every kernel (each mainloop and layout), or
@@ -57,12 +69,11 @@ std::vector<std::string> faults_of(const CompileOutcome& c) {
     return faults;
 }
 
-int check(const CheckOptions& o) {
-    const std::vector<std::string> families = families_of(o.op);
-    if (!o.compile_only)
+int check_compiles(const CheckOptions& o, const std::vector<std::string>& families) {
+    if (o.layer.given() || !o.shapes_file.empty() || !o.config.empty())
         throw UsageError(
-            "kjit check runs every configuration on the GPU against the float64 reference in a later kjit; this one "
-            "checks that they compile: add --compile-only (and --arch ARCH, without a GPU)");
+            "--compile-only compiles every configuration of the op's kernels: it takes no layer, "
+            "--shapes or --config (those choose what runs on the GPU)");
     std::vector<Arch> archs;
     for (const auto& a : o.archs) archs.push_back(Arch::parse(a));
     if (archs.empty()) archs.push_back(local_arch_or_explain("check"));
@@ -120,19 +131,327 @@ int check(const CheckOptions& o) {
     return failing ? failure : ok;
 }
 
+// ---- on the GPU ---------------------------------------------------------------------------------
+
+/// One configuration on one input: the op, and what came of it.
+struct Trial {
+    Trial(std::size_t input_, std::string config_, std::shared_ptr<const RuntimeOp> op_, bool channels_last_ = false)
+        : input(input_), config(std::move(config_)), op(std::move(op_)), channels_last(channels_last_) {}
+
+    std::size_t input;   ///< index into the inputs
+    std::string config;  ///< as --config and kjit run write it (elementwise ops: the kernel)
+    std::shared_ptr<const RuntimeOp> op;
+    bool channels_last;
+    std::optional<OutputCheck> output;
+    double us = NAN;
+    std::string fault;  ///< why it failed: its kernel did not compile, its launch failed, its output
+    bool ran = false;
+
+    [[nodiscard]] bool failed() const { return !fault.empty(); }
+};
+
+/// What the trials of one input run on.
+struct Input {
+    std::string name, why;                  ///< the layer's key or the op on its shapes; the edge it is for
+    std::optional<Layer> layer;             ///< conv inputs
+    std::optional<ElementwiseCase> values;  ///< elementwise inputs
+};
+
+/// The words of --config a configuration must hold ("TMA=1", "BLOCK_M=64" …).
+bool matches(const std::string& config, const std::vector<std::string>& words) {
+    std::set<std::string> have;
+    std::istringstream in(config);
+    for (std::string w; in >> w;) have.insert(w);
+    return std::ranges::all_of(words, [&](const std::string& w) { return have.contains(w); });
+}
+
+/// The conv trials: every configuration of the layers (those of `family`, matching --config).
+void conv_trials(const CheckOptions& o, const std::string& family, const DeviceTraits& device,
+                 std::vector<Input>& inputs, std::vector<Trial>& trials) {
+    std::vector<CheckLayer> layers;
+    if (o.layer.given()) layers.push_back({layer_of(o.layer), "the layer given"});
+    else if (!o.shapes_file.empty())
+        for (const Layer& l : parse_layers(read_option_file(o.shapes_file, "--shapes"), "--shapes " + o.shapes_file))
+            layers.push_back({l, "from --shapes"});
+    else layers.assign(conv_check_layers().begin(), conv_check_layers().end());
+    for (const auto& [layer, why] : layers) {
+        check_fits_host(layer);
+        const std::size_t input = inputs.size();
+        inputs.push_back({conv2d_problem_key(layer.attrs, layer.shape), why, layer, std::nullopt});
+        for (const auto& config : conv2d_bn_silu_configurations(layer.attrs, layer.shape, device)) {
+            if (!matches(config, o.config)) continue;
+            std::shared_ptr<const Conv2dOp> op = make_conv2d_bn_silu(layer.attrs, layer.shape, config, device);
+            if (family != "conv2d_bn_silu" && op->kernel().name() != family) continue;
+            trials.emplace_back(input, config, op, config.starts_with("NHWC=1"));
+        }
+    }
+}
+
+void elementwise_trials(const CheckOptions& o, const std::string& family, std::vector<Input>& inputs,
+                        std::vector<Trial>& trials) {
+    if (!o.shapes_file.empty() || !o.config.empty())
+        throw UsageError(
+            fmt::format("{} has one configuration and takes no --shapes or --config: give its input "
+                        "with --batch --cin --hw, or none for its built-in shapes",
+                        family));
+    for (auto& c : elementwise_check_cases(family, o.layer)) {
+        std::vector<ShapeView> shapes(c.inputs.begin(), c.inputs.end());
+        (void)c.op->compute_concrete_output_shape(shapes, {});  // a shape the op refuses: said now
+        trials.emplace_back(inputs.size(), c.op->kernel_for_launch(0).id(), c.op);
+        inputs.push_back({c.name, "", std::nullopt, std::move(c)});
+    }
+}
+
+/// What compiling the trials' kernels found.
+struct Compiled {
+    std::size_t kernels = 0;
+    std::set<std::string> compiled;             ///< ids not found in the cache: new, or their source changed
+    std::map<std::string, std::string> failed;  ///< the first compiler error, by id
+};
+
+/// Compiles every trial's kernels on all cores.
+Compiled compile_trials(const std::vector<Trial>& trials, Runtime& rt, Arch arch, unsigned jobs) {
+    std::map<std::string, const Kernel*> kernels;
+    for (const Trial& t : trials)
+        for (std::size_t launch = 0; launch < t.op->n_launches(); ++launch)
+            kernels.emplace(t.op->kernel_for_launch(launch).id(), &t.op->kernel_for_launch(launch));
+    std::vector<CompileJob> work;
+    for (const auto& [id, k] : kernels) work.push_back({k, k->target(arch)});
+    Compiled out;
+    out.kernels = work.size();
+    compile_in_parallel(rt, work, jobs, [&](const CompileOutcome& c) {
+        const std::string& id = c.job->kernel->id();
+        if (!c.result || c.result->origin == Origin::compiled) out.compiled.insert(id);
+        if (!c.result) out.failed.emplace(id, faults_of(c).front());
+    });
+    return out;
+}
+
+/// Runs a trial: its output checked, then timed.
+void run_trial(Trial& t, Runtime& rt, const Stream& stream, const OpCall& call, std::span<const double> ref,
+               double tolerance, std::size_t row_padding, int iters) {
+    t.ran = true;
+    try {
+        t.output = checked_forward(*t.op, rt, stream, call.inputs, call.params, call.output_shape, ref, tolerance,
+                                   row_padding);
+        if (!t.output->passed()) t.fault = output_faults(*t.output, call.output_shape);
+        t.us = time_forward(*t.op, rt, stream, call, iters);
+    } catch (const Error& e) {
+        t.fault = fmt::format("{}", e.what());
+    }
+}
+
+/// Runs the trials of one conv layer, on one draw of its tensors in each layout they need.
+void run_conv_input(const Input& in, std::span<Trial*> trials, Runtime& rt, const Stream& stream, int iters) {
+    const Layer& l = *in.layer;
+    const ConvValues values(l);
+    const auto ref = conv2d_bn_silu_reference(values.x, values.w, values.scale, values.shift, l.attrs, l.shape);
+    std::optional<ConvTensors> nchw, nhwc;
+    std::vector<double> ref_nhwc;
+    // Rows padded by 16 bytes: the padding is checked untouched, and TMA still stores the rows.
+    constexpr std::size_t row_padding = 4;
+    for (Trial* t : trials) {
+        auto& tensors = t->channels_last ? nhwc : nchw;
+        if (!tensors) tensors.emplace(stream.device(), l, t->channels_last, values);
+        if (t->channels_last && ref_nhwc.empty())
+            ref_nhwc = to_channels_last<double>(ref, tensors->y_shape[0], tensors->y_shape[3],
+                                                tensors->y_shape[1] * tensors->y_shape[2]);
+        const auto& op = dynamic_cast<const Conv2dOp&>(*t->op);
+        run_trial(*t, rt, stream, tensors->call(op), t->channels_last ? ref_nhwc : ref, conv_tolerance(op), row_padding,
+                  iters);
+    }
+}
+
+void run_elementwise_input(const Input& in, std::span<Trial*> trials, Runtime& rt, const Stream& stream, int iters) {
+    const ElementwiseCase& c = *in.values;
+    std::mt19937_64 rng{std::random_device{}()};
+    std::uniform_real_distribution<float> unit(-1, 1);
+    std::vector<std::vector<float>> values;
+    std::vector<DeviceBuffer> buffers;
+    std::vector<Tensor> tensors;
+    for (const Shape& s : c.inputs) {
+        auto& v = values.emplace_back(element_count(s));
+        for (auto& e : v) e = unit(rng);
+        buffers.emplace_back(stream.device(), v.size() * sizeof(float)).upload(std::span<const float>(v));
+    }
+    std::vector<ShapeView> shapes;
+    for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+        tensors.push_back({buffers[i].as<void>(), c.inputs[i]});
+        shapes.push_back(c.inputs[i]);
+    }
+    const auto ref = c.reference(values);
+    for (Trial* t : trials) {
+        const Shape y_shape = t->op->compute_concrete_output_shape(shapes, {});
+        const DeviceBuffer y(stream.device(), element_count(y_shape) * sizeof(float));
+        const OpCall call{
+            tensors, {}, y.as<void>(), y_shape, static_cast<int>(t->op->forward_output_row_elems(y_shape))};
+        run_trial(*t, rt, stream, call, ref, c.tolerance, 0, iters);
+    }
+}
+
+void print_trials(const CheckOptions& o, const std::vector<Input>& inputs, std::vector<Trial>& trials,
+                  const Device& device, std::size_t kernels, std::size_t compiled, double seconds) {
+    const auto ran = std::ranges::count_if(trials, [](const Trial& t) { return t.ran || t.failed(); });
+    const auto failing = std::ranges::count_if(trials, &Trial::failed);
+    // Each input's failing configurations after its passing ones, and the failures again at the end.
+    std::ranges::stable_sort(trials, [](const Trial& a, const Trial& b) {
+        return a.input != b.input ? a.input < b.input : !a.failed() && b.failed();
+    });
+    if (o.common.json) {
+        nlohmann::json runs = nlohmann::json::array();
+        for (const Trial& t : trials) {
+            if (!t.ran && !t.failed()) continue;
+            runs.push_back({{"input", inputs[t.input].name},
+                            {"config", t.config},
+                            {"kernel", t.op->kernel_for_launch(0).id()},
+                            {"passed", !t.failed()},
+                            {"relative_error", t.output ? nlohmann::json(t.output->error) : nlohmann::json()},
+                            {"tolerance", t.output ? nlohmann::json(t.output->tolerance) : nlohmann::json()},
+                            {"median_us", std::isnan(t.us) ? nlohmann::json() : nlohmann::json(t.us)},
+                            {"fault", t.fault}});
+        }
+        fmt::print("{}\n", nlohmann::json{{"op", o.op},
+                                          {"device", device.name()},
+                                          {"arch", device.arch().name()},
+                                          {"kernels", kernels},
+                                          {"compiled", compiled},
+                                          {"runs", runs},
+                                          {"not_rerun", trials.size() - ran},
+                                          {"failed", failing},
+                                          {"reference", reference_kind},
+                                          {"seconds", seconds}}
+                               .dump(2));
+        return;
+    }
+    std::size_t shown = inputs.size();
+    for (const Trial& t : trials) {
+        if (!t.ran && !t.failed()) continue;
+        if (t.input != shown) {
+            shown = t.input;
+            const Input& in = inputs[t.input];
+            fmt::print("\n{}{}\n  {:<64} {:>9}  {:<6} {:>9}\n", in.name,
+                       in.why.empty() ? "" : fmt::format(" ({})", in.why), "configuration", "error", "result", "µs");
+        }
+        fmt::print("  {:<64} {:>9}  {:<6} {:>9}\n", t.config, t.output ? fmt::format("{:.2e}", t.output->error) : "-",
+                   t.failed() ? "FAIL" : "ok", std::isnan(t.us) ? "-" : fmt::format("{:.1f}", t.us));
+    }
+    if (failing) {
+        fmt::print("\nfailed:\n");
+        for (const Trial& t : trials)
+            if (t.failed()) fmt::print("  {} [{}]: {}\n", inputs[t.input].name, t.config, t.fault);
+    }
+    fmt::print(
+        "\n{} on {} ({}): {} configurations on {} inputs against {}; {} kernels ({} compiled, {} unchanged from the "
+        "cache){}; {:.1f} s: {} ok, {} failed\n",
+        o.op, device.name(), device.arch().name(), ran, inputs.size(), reference_kind, kernels, compiled,
+        kernels - compiled,
+        trials.size() > std::size_t(ran)
+            ? fmt::format("; {} configurations of unchanged kernels not rerun (--changed)", trials.size() - ran)
+            : std::string(),
+        seconds, ran - failing, failing);
+}
+
+int check_on_gpu(const CheckOptions& o, const std::vector<std::string>& families) {
+    const bool conv = o.op.starts_with("conv2d_bn_silu");
+    if (!o.archs.empty())
+        throw UsageError("--arch is for --compile-only: on the GPU, kjit check runs the local device's arch");
+    if (!conv && !is_elementwise_family(o.op))
+        throw UsageError(
+            fmt::format("{} is a kernel with no op to run against a reference: kjit check {} "
+                        "--compile-only checks that its configurations compile",
+                        o.op, o.op));
+    if (!conv && o.layer.given() && o.op != "maxpool2d" &&
+        (o.layer.kernel_size != std::vector<int>{1, 1} || o.layer.stride != 1 || o.layer.pad || o.layer.groups != 1))
+        throw UsageError(fmt::format("{} takes no --kernel-size, --stride, --pad or --groups", o.op));
+    // What is wrong with the input is said before a GPU is asked for.
+    std::vector<Input> inputs;
+    std::vector<Trial> trials;
+    const DeviceTraits checking = checking_device();
+    if (conv) conv_trials(o, families.size() == 1 ? families[0] : o.op, checking, inputs, trials);
+    else elementwise_trials(o, o.op, inputs, trials);
+
+    const auto none_left = [&] {
+        if (trials.empty())
+            throw UsageError(fmt::format(
+                "no configuration of {} takes {}{}", o.op,
+                o.layer.given() || !o.shapes_file.empty() ? "the layers given" : "its built-in layers",
+                o.config.empty() ? ""
+                                 : fmt::format(" and holds {} (kjit tune lists a layer's)", fmt::join(o.config, " "))));
+    };
+    none_left();
+    const Device device = gpu_or_explain("check");
+    const DeviceTraits traits = DeviceTraits::of(device);
+    if (conv) {  // the configurations of this device (sm_90's TMA kernels, its shared memory)
+        inputs.clear(), trials.clear();
+        conv_trials(o, families.size() == 1 ? families[0] : o.op, traits, inputs, trials);
+        none_left();
+    }
+    Runtime& rt = runtime(o.common);
+    const auto started = std::chrono::steady_clock::now();
+    const auto [kernels, compiled, failed] = compile_trials(trials, rt, device.arch(), o.jobs);
+    Stream stream(device);
+    const bool progress = isatty(STDERR_FILENO);  // a line rewritten in place: for a terminal only
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        std::vector<Trial*> mine;
+        for (Trial& t : trials) {
+            if (t.input != i) continue;
+            const std::string& id = t.op->kernel_for_launch(0).id();
+            if (const auto f = failed.find(id); f != failed.end()) t.fault = f->second;
+            else if (!o.changed_only || compiled.contains(id)) mine.push_back(&t);
+        }
+        if (mine.empty()) continue;
+        if (inputs[i].layer) run_conv_input(inputs[i], mine, rt, stream, o.iters);
+        else run_elementwise_input(inputs[i], mine, rt, stream, o.iters);
+        if (progress) fmt::print(stderr, "\rkjit check: {} of {} inputs run", i + 1, inputs.size());
+    }
+    if (progress) fmt::print(stderr, "\n");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    print_trials(o, inputs, trials, device, kernels, compiled.size(), seconds);
+    return std::ranges::any_of(trials, &Trial::failed) ? failure : ok;
+}
+
 }  // namespace
 
 void add_check(CLI::App& app, int& exit_code) {
-    auto* sub = app.add_subcommand("check",
-                                   "Check every configuration of an op's kernels: with --compile-only, that each "
-                                   "compiles for each arch without spills or serialised wgmma (needs no GPU)");
+    auto* sub = app.add_subcommand(
+        "check",
+        "Run every configuration of an op's kernels on the GPU, over its built-in edge-case layers or the ones given, "
+        "against the float64 reference (NaN-poisoned outputs, fresh random inputs): error, pass/fail, µs; exit 1 on "
+        "any failure. With --compile-only, compile each for each arch and report compile failures, spills and "
+        "serialised wgmma instead (needs no GPU)");
     static CheckOptions o;
     add_common_options(*sub, o.common, true);
-    sub->add_option("op", o.op, "conv2d_bn_silu (every conv kernel) or a shipped kernel family")->required();
+    sub->add_option("op", o.op,
+                    "conv2d_bn_silu (every conv kernel), one conv kernel family (conv2d_bn_silu_depthwise_forward …), "
+                    "add, concat_channels, maxpool2d or upsample_nearest2d; with --compile-only any shipped kernel")
+        ->required();
+    add_layer_options(*sub, o.layer);
+    sub->add_option("--shapes", o.shapes_file, "JSON file of conv layers to run (as kjit tune --shapes takes)")
+        ->check(CLI::ExistingFile);
+    sub->add_option("--config", o.config,
+                    "Only the configurations holding KEY=VALUE (repeatable: TMA=1, SPLIT_K=2, BLOCK_M=64 …)");
+    sub->add_option("--iters", o.iters, "Timed graph replays a configuration (default 10)")->check(positive_int);
+    sub->add_flag("--changed", o.changed_only,
+                  "Run only the configurations whose kernel this command compiled: those whose source changed "
+                  "(KJIT_KERNELS_DIR) or that the cache lacked");
     sub->add_flag("--compile-only", o.compile_only, "Compile and inspect every configuration; run none");
-    sub->add_option("--arch", o.archs, "Target arch, e.g. sm_90a (repeatable; default: the local GPU's)");
+    sub->add_option("--arch", o.archs,
+                    "With --compile-only: target arch, e.g. sm_90a (repeatable; default: the local GPU's)");
     sub->add_option("-j,--jobs", o.jobs, "Parallel compiles (default: the core count)")->check(positive_int);
-    sub->callback([&exit_code] { exit_code = check(o); });
+    sub->footer(R"(The kernel-developer loop:
+  kjit check conv2d_bn_silu_depthwise_forward       every configuration on the built-in layers
+  cp -r kernels_src mine && $EDITOR mine/conv2d_bn_silu_depthwise_forward.cu
+  KJIT_KERNELS_DIR=mine kjit check conv2d_bn_silu_depthwise_forward
+                                                    recompiles exactly the configurations whose source
+                                                    changed (says how many, on all cores), reruns them all
+  KJIT_KERNELS_DIR=mine kjit check conv2d_bn_silu --changed      only the recompiled ones, every conv kernel
+  kjit check conv2d_bn_silu --batch 8 --cin 96 --cout 96 --hw 56 56 --kernel-size 3 3 --pad 1 --groups 96
+                                                    one layer of yours, every configuration
+  kjit check conv2d_bn_silu --compile-only --arch sm_90a --arch sm_80      a build box without a GPU)");
+    sub->callback([&exit_code] {
+        const std::vector<std::string> families = families_of(o.op);
+        exit_code = o.compile_only ? check_compiles(o, families) : check_on_gpu(o, families);
+    });
 }
 
 }  // namespace kjit::cli

@@ -1,8 +1,10 @@
 // The kjit command line: one file per subcommand; this header holds what they share.
 #pragma once
+#include <array>
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -69,6 +71,56 @@ struct LayerSpec {
 /// The layer, validated: UsageError says which number is wrong and why.
 [[nodiscard]] Layer make_layer(const LayerSpec& spec);
 
+/// A layer's numbers as options: --batch --cin --cout --hw H W [--kernel-size KH KW] [--stride S]
+/// [--pad P] [--groups G].
+struct LayerOptions {
+    int batch = 1, cin = 0, cout = 0, stride = 1, pad = 0, groups = 1;
+    std::vector<int> hw, kernel_size{1, 1};
+    /// Whether any of the layer's sizes was given (then all of them must be).
+    [[nodiscard]] bool given() const noexcept { return !hw.empty() || cin || cout; }
+};
+void add_layer_options(CLI::App& sub, LayerOptions& o);
+/// The layer the options give, validated; UsageError naming what is missing or wrong.
+[[nodiscard]] Layer layer_of(const LayerOptions& o);
+
+/// A conv layer's tensors, filled with fresh random values: x and W on the host as the reference
+/// takes them (NCHW, [C_OUT][C_IN/groups][KH][KW]), on the device in the run's layout (NCHW, or
+/// with `channels_last` NHWC and [C_OUT][KH][KW][C_IN]), y for timed runs.
+struct ConvValues {
+    std::vector<float> x, w, scale, shift;
+    explicit ConvValues(const Layer& layer);  ///< fresh random values; W ~ 1/√fan-in
+};
+struct ConvTensors : ConvValues {
+    DeviceBuffer dx, dw, dscale, dshift, dy;
+    Shape x_shape, y_shape;
+    bool channels_last;
+    std::array<void*, 3> params;  ///< W, bn_scale, bn_shift on the device
+    Tensor input;                 ///< x on the device
+
+    ConvTensors(const Device& device, const Layer& layer, bool channels_last);
+    /// The same with the given values (one draw shared by both layouts).
+    ConvTensors(const Device& device, const Layer& layer, bool channels_last, ConvValues values);
+    ConvTensors(const ConvTensors&) = delete;  // input and the call point into it
+    ConvTensors& operator=(const ConvTensors&) = delete;
+    /// The op's call into y (tight rows).
+    [[nodiscard]] OpCall call(const RuntimeOp& op) const;
+    /// The float64 reference, in the run's layout.
+    [[nodiscard]] std::vector<double> reference(const Layer& layer) const;
+};
+/// What a conv op's error against the float64 reference may be: TF32 on tensor cores, or fp32.
+[[nodiscard]] double conv_tolerance(const Conv2dOp& op);
+/// What the check compares against: every output, so nothing is sampled.
+inline constexpr const char* reference_kind = "the float64 CPU reference, every output, on all cores";
+/// What is wrong with an output, in words ("3 outputs never written; first wrong: y[0,2,1,4] =
+/// nan, expected 0.2513"); empty where nothing is. Indices are into `shape`.
+[[nodiscard]] std::string output_faults(const OutputCheck& check, ShapeView shape);
+/// Median µs of one forward of `call` over `iters` CUDA-graph replays (after one untimed call).
+[[nodiscard]] double time_forward(const RuntimeOp& op, Runtime& rt, const Stream& stream, const OpCall& call,
+                                  int iters);
+/// A layer whose tensors and float64 reference do not fit this machine's memory: a UsageError
+/// before anything is allocated.
+void check_fits_host(const Layer& layer);
+
 /// Layers from the text of a shapes file (untrusted bytes, fuzzed: tests/fuzz):
 /// {"layers": [{"batch": 1, "cin": 64, "cout": 64, "hw": [56, 56], "kernel_size": [3, 3],
 /// "stride": 1, "pad": 1, "groups": 1}, …]}; kernel_size, stride, pad and groups are optional.
@@ -99,6 +151,33 @@ struct CompileOutcome {
 /// waited for, saying so on stderr. Returns the threads used.
 std::size_t compile_in_parallel(Runtime& rt, std::span<const CompileJob> jobs, unsigned threads,
                                 const std::function<void(const CompileOutcome&)>& done);
+
+/// A layer `kjit check` runs when none is given, and the edge it is there for.
+struct CheckLayer {
+    Layer layer;
+    const char* why;
+};
+/// kjit check's built-in conv layers: 1×1 with M = 1 and with pixels, channels and K off every
+/// tile (prime batch), TMA-eligible 1×1 and 3×3, strided, 5×5 and 7×7 filters, a deep K for
+/// split-K, depthwise 3×3 and 7×7 with odd channels and images and a channel multiplier, narrow
+/// and 32-channel groups.
+[[nodiscard]] std::span<const CheckLayer> conv_check_layers();
+
+/// One run of an elementwise op: its inputs' shapes, and its float64 reference.
+struct ElementwiseCase {
+    std::string name;
+    std::shared_ptr<const RuntimeOp> op;
+    std::vector<Shape> inputs;
+    std::function<std::vector<double>(std::span<const std::vector<float>>)> reference;
+    double tolerance;
+};
+/// The elementwise op families kjit check runs, by kernel family name.
+[[nodiscard]] bool is_elementwise_family(std::string_view family);
+/// kjit check's cases of an elementwise family: its built-in shapes (one element, sizes off the
+/// block, several blocks' worth), or the one input shape `given` names (NCHW: --batch --cin --hw;
+/// maxpool2d's window from --kernel-size, --stride and --pad; concat_channels' two inputs of
+/// --cin and --cout channels).
+[[nodiscard]] std::vector<ElementwiseCase> elementwise_check_cases(std::string_view family, const LayerOptions& given);
 
 void add_warm(CLI::App& app, int& exit_code);
 void add_check(CLI::App& app, int& exit_code);

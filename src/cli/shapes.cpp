@@ -1,4 +1,4 @@
-// Layers for kjit run / tune: from command-line numbers or a shapes file (JSON, untrusted).
+// Layers for kjit run, tune and check: from command-line numbers or a shapes file (JSON, untrusted).
 #include <algorithm>
 #include <climits>
 
@@ -24,6 +24,33 @@ Layer make_layer(const LayerSpec& s) {
             {s.batch, s.cin, s.height, s.width, s.cout}};
     (void)conv2d_output_size(l.attrs, l.shape);  // validates the combination, saying what is wrong
     return l;
+}
+
+void add_layer_options(CLI::App& sub, LayerOptions& o) {
+    sub.add_option("--batch", o.batch, "Batch size")->check(positive_int);
+    sub.add_option("--cin", o.cin, "Input channels")->check(positive_int);
+    sub.add_option("--cout", o.cout, "Output channels")->check(positive_int);
+    sub.add_option("--hw", o.hw, "Input height and width")->expected(2)->check(positive_int);
+    sub.add_option("--kernel-size", o.kernel_size, "Kernel height and width (default 1 1)")
+        ->expected(2)
+        ->check(positive_int);
+    sub.add_option("--stride", o.stride, "Stride (default 1)")->check(positive_int);
+    sub.add_option("--pad", o.pad, "Padding (default 0)")->check(non_negative_int);
+    sub.add_option("--groups", o.groups, "Groups (default 1)")->check(positive_int);
+}
+
+Layer layer_of(const LayerOptions& o) {
+    if (o.hw.size() != 2) throw UsageError("give the layer: --batch B --cin K --cout N --hw H W, all positive");
+    return make_layer({.batch = o.batch,
+                       .cin = o.cin,
+                       .cout = o.cout,
+                       .height = o.hw[0],
+                       .width = o.hw[1],
+                       .kernel_h = o.kernel_size[0],
+                       .kernel_w = o.kernel_size[1],
+                       .stride = o.stride,
+                       .pad = o.pad,
+                       .groups = o.groups});
 }
 
 namespace {

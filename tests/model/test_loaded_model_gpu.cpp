@@ -29,12 +29,6 @@ std::vector<float> random_values(std::size_t n, float lo = -1, float hi = 1) {
     return v;
 }
 
-double relative_error(std::span<const float> y, std::span<const double> ref) {
-    double num = 0, den = 0;
-    for (std::size_t i = 0; i < ref.size(); ++i) num += (y[i] - ref[i]) * (y[i] - ref[i]), den += ref[i] * ref[i];
-    return std::sqrt(num / std::max(den, 1e-300));
-}
-
 /// Runs `op` once on device copies of `inputs` into a NaN-poisoned output with a NaN guard
 /// after it; checks every element was written, the guard untouched, and the values against `ref`.
 void check_op(const RuntimeOp& op, const std::vector<std::pair<Shape, std::vector<float>>>& inputs, const Shape& out,
@@ -48,58 +42,13 @@ void check_op(const RuntimeOp& op, const std::vector<std::pair<Shape, std::vecto
         buffers.back().upload(std::span<const float>(values));
         tensors.push_back({buffers.back().as<void>(), shape});
     }
-    constexpr std::size_t guard = 1024;
-    std::vector<float> y(element_count(out) + guard, std::numeric_limits<float>::quiet_NaN());
-    DeviceBuffer dy(device, y.size() * sizeof(float));
-    dy.upload(std::span<const float>(y));
-    op.forward(Runtime::global(), stream, {tensors, {}, dy.as<void>(), out, static_cast<int>(out.back())});
-    stream.synchronize();
-    dy.download(std::span<float>(y));
-    std::size_t unwritten = 0, guard_touched = 0;
-    for (std::size_t i = 0; i < element_count(out); ++i) unwritten += std::isnan(y[i]);
-    for (std::size_t i = element_count(out); i < y.size(); ++i) guard_touched += !std::isnan(y[i]);
-    CHECK(unwritten == 0);
-    CHECK(guard_touched == 0);
-    CHECK(relative_error(std::span<const float>(y).first(ref.size()), ref) < 1e-6);
+    const OutputCheck c = checked_forward(op, Runtime::global(), stream, tensors, {}, out, ref, 1e-7);
+    CAPTURE(c.error);
+    CHECK(c.unwritten == 0);
+    CHECK(c.guard_written == 0);
+    CHECK(c.passed());
 }
 
-// float64 references of the elementwise ops (NCHW).
-std::vector<double> add_ref(const std::vector<float>& a, const std::vector<float>& b) {
-    std::vector<double> y(a.size());
-    for (std::size_t i = 0; i < a.size(); ++i) y[i] = double(a[i]) + b[i];
-    return y;
-}
-std::vector<double> maxpool_ref(const std::vector<float>& x, const Shape& s, int k, int stride, int pad,
-                                const Shape& o) {
-    std::vector<double> y;
-    for (std::size_t p = 0; p < s[0] * s[1]; ++p)
-        for (std::size_t oh = 0; oh < o[2]; ++oh)
-            for (std::size_t ow = 0; ow < o[3]; ++ow) {
-                double best = -INFINITY;
-                for (int kh = 0; kh < k; ++kh)
-                    for (int kw = 0; kw < k; ++kw) {
-                        const long h = long(oh) * stride - pad + kh, w = long(ow) * stride - pad + kw;
-                        if (h >= 0 && w >= 0 && h < long(s[2]) && w < long(s[3]))
-                            best = std::max(best, double(x[(p * s[2] + h) * s[3] + w]));
-                    }
-                y.push_back(best);
-            }
-    return y;
-}
-std::vector<double> upsample_ref(const std::vector<float>& x, const Shape& s, std::size_t f) {
-    std::vector<double> y;
-    for (std::size_t p = 0; p < s[0] * s[1]; ++p)
-        for (std::size_t h = 0; h < s[2] * f; ++h)
-            for (std::size_t w = 0; w < s[3] * f; ++w) y.push_back(x[(p * s[2] + h / f) * s[3] + w / f]);
-    return y;
-}
-std::vector<double> concat_ref(const std::vector<std::pair<Shape, std::vector<double>>>& in) {
-    std::vector<double> y;
-    const std::size_t hw = in[0].first[2] * in[0].first[3];
-    for (std::size_t b = 0; b < in[0].first[0]; ++b)
-        for (const auto& [s, v] : in) y.insert(y.end(), v.begin() + b * s[1] * hw, v.begin() + (b + 1) * s[1] * hw);
-    return y;
-}
 std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
 
 }  // namespace
@@ -107,21 +56,22 @@ std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v
 TEST_CASE("add, concat, max pooling and upsampling match float64 references, every element written once") {
     const Shape s{2, 5, 7, 9};
     const auto a = random_values(element_count(s)), b = random_values(element_count(s));
-    check_op(AddOp(), {{s, a}, {s, b}}, s, add_ref(a, b));
+    check_op(AddOp(), {{s, a}, {s, b}}, s, add_reference(a, b));
 
     const Shape s2{2, 3, 7, 9}, s3{2, 1, 7, 9};
     const auto c = random_values(element_count(s2)), d = random_values(element_count(s3));
-    const std::vector<double> ad(a.begin(), a.end()), cd(c.begin(), c.end()), dd(d.begin(), d.end());
-    check_op(ConcatChannelsOp(3), {{s, a}, {s2, c}, {s3, d}}, {2, 9, 7, 9}, concat_ref({{s, ad}, {s2, cd}, {s3, dd}}));
+    check_op(ConcatChannelsOp(3), {{s, a}, {s2, c}, {s3, d}}, {2, 9, 7, 9},
+             concat_channels_reference(std::vector{a, c, d}, std::vector{s, s2, s3}));
 
     for (auto [k, stride, pad] : {std::tuple{5, 1, 2}, std::tuple{2, 2, 0}, std::tuple{3, 2, 1}}) {
         CAPTURE(k);
         const MaxPool2dOp pool(k, stride, pad);
         const Shape o = pool.compute_concrete_output_shape(std::array{ShapeView(s)}, {});
-        check_op(pool, {{s, a}}, o, maxpool_ref(a, s, k, stride, pad, o));
+        check_op(pool, {{s, a}}, o, maxpool2d_reference(a, s, k, stride, pad));
     }
     for (std::size_t f : {2u, 3u})
-        check_op(UpsampleNearest2dOp(static_cast<int>(f)), {{s, a}}, {2, 5, 7 * f, 9 * f}, upsample_ref(a, s, f));
+        check_op(UpsampleNearest2dOp(static_cast<int>(f)), {{s, a}}, {2, 5, 7 * f, 9 * f},
+                 upsample_nearest2d_reference(a, s, static_cast<int>(f)));
 }
 
 namespace {
@@ -195,16 +145,19 @@ std::map<std::string, std::vector<double>> reference(const ModelPlan& plan, cons
             y = conv2d_bn_silu_reference(to_float(v.at(in0.name)), w.tensors.at(node.name + ".weight").second, scale,
                                          shift, attrs, cs);
         } else if (node.op_name == "add") {
-            y = add_ref(to_float(v.at(in0.name)), to_float(v.at(plan.values()[node.inputs[1]].name)));
+            y = add_reference(to_float(v.at(in0.name)), to_float(v.at(plan.values()[node.inputs[1]].name)));
         } else if (node.op_name == "maxpool2d") {
             const auto k = node.name == "pool" ? std::tuple{5, 1, 2} : std::tuple{2, 2, 0};
-            y = maxpool_ref(to_float(v.at(in0.name)), in0.shape, std::get<0>(k), std::get<1>(k), std::get<2>(k), out);
+            y = maxpool2d_reference(to_float(v.at(in0.name)), in0.shape, std::get<0>(k), std::get<1>(k),
+                                    std::get<2>(k));
         } else if (node.op_name == "upsample_nearest2d") {
-            y = upsample_ref(to_float(v.at(in0.name)), in0.shape, 2);
+            y = upsample_nearest2d_reference(to_float(v.at(in0.name)), in0.shape, 2);
         } else {
-            std::vector<std::pair<Shape, std::vector<double>>> parts;
-            for (std::size_t i : node.inputs) parts.emplace_back(shape(i), v.at(plan.values()[i].name));
-            y = concat_ref(parts);
+            std::vector<std::vector<float>> parts;
+            std::vector<Shape> shapes;
+            for (std::size_t i : node.inputs)
+                parts.push_back(to_float(v.at(plan.values()[i].name))), shapes.push_back(shape(i));
+            y = concat_channels_reference(parts, shapes);
         }
         v[node.name] = std::move(y);
     }
@@ -243,10 +196,10 @@ TEST_CASE("a network runs end to end: weights by dotted key, BatchNorm folded at
                 CAPTURE(name);
                 const std::vector<float> y = model.read_output(i, stream);
                 REQUIRE(y.size() == ref.at(name).size());
-                const double err = relative_error(y, ref.at(name));
-                CAPTURE(err);
-                CHECK(err < 2e-3);
-                CHECK(std::none_of(y.begin(), y.end(), [](float v) { return std::isnan(v); }));
+                const OutputCheck c = check_output(y, ref.at(name), {1, y.size(), y.size(), 0}, 2e-3);
+                CAPTURE(c.error);
+                CHECK(c.unwritten == 0);
+                CHECK(c.passed());
             }
         };
         check_outputs(model.forward(inputs, stream));

@@ -1,4 +1,5 @@
-// The elementwise ops on the CPU: their kernels compile, bad constants are refused.
+// The elementwise ops on the CPU: their kernels compile, bad constants are refused, their float64
+// references compute what the ops are (checked by hand on small cases).
 #include <doctest/doctest.h>
 
 #include <kjit/compile.hpp>
@@ -23,4 +24,18 @@ TEST_CASE("the elementwise ops' kernels compile for sm_80 and sm_90") {
     CHECK_THROWS_WITH_AS(MaxPool2dOp(3, 1, 2), doctest::Contains("0 <= pad <= kernel / 2"), UsageError);
     CHECK_THROWS_WITH_AS(UpsampleNearest2dOp(0), doctest::Contains("must be 1 to 16"), UsageError);
     CHECK_THROWS_WITH_AS(ConcatChannelsOp(0), doctest::Contains("at least one input"), UsageError);
+}
+
+TEST_CASE("the elementwise references, by hand") {
+    const std::vector<float> x{1, 5, 2, -3, 4, 0, 7, -1, 6};  // one 3x3 plane
+    const Shape plane{1, 1, 3, 3};
+    CHECK(add_reference(x, x)[1] == 10.0);
+    CHECK(maxpool2d_reference(x, plane, 2, 1, 0) == std::vector<double>{5, 5, 7, 6});
+    CHECK(maxpool2d_reference(x, plane, 3, 2, 1) == std::vector<double>{5, 5, 7, 6});  // -inf padding
+    CHECK(upsample_nearest2d_reference(std::vector<float>{1, 2}, Shape{1, 1, 1, 2}, 2) ==
+          std::vector<double>{1, 1, 2, 2, 1, 1, 2, 2});
+    // Two images of [2 channels] and [1 channel] of 1 pixel: image by image, channels in order.
+    const std::vector<std::vector<float>> parts{{1, 2, 3, 4}, {9, 8}};
+    CHECK(concat_channels_reference(parts, std::vector{Shape{2, 2, 1, 1}, Shape{2, 1, 1, 1}}) ==
+          std::vector<double>{1, 2, 9, 3, 4, 8});
 }

@@ -195,6 +195,34 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
     return list;
 }
 
+std::vector<std::string> conv2d_bn_silu_configurations(const Conv2dAttrs& a, const Conv2dShape& s,
+                                                       const DeviceTraits& device) {
+    // Every form's every tile, kept where the op takes it for this layer and device: what the
+    // constructors refuse (tiles over the shared memory, a group too wide for the depthwise
+    // kernel, a layer TMA cannot box, split-K without clusters) is not a configuration of it.
+    std::vector<std::string> texts;
+    if (a.groups > 1)  // the depthwise kernel is for grouped layers (one group of all channels: the others)
+        for (const auto& t : DepthwiseTiles::configurations()) texts.push_back(depthwise_config(t));
+    for (const auto& t : Conv2dBnSiluDirectForward::configurations()) texts.push_back(direct_config(t));
+    const int max_split = device.clusters() ? 8 : 1;
+    for (int split = 1; split <= max_split; ++split) {
+        for (const auto& t : GemmTiles::configurations()) texts.push_back(gemm_config(t, split));
+        for (Sm90Tiles t : Sm90Tiles::configurations()) {
+            t.split_k = split;
+            // A tile straddling groups would run on the sm80 fallback, not on the kernel named.
+            if (detail::tiles_within_groups(t.block_n, s.c_out, a.groups))
+                for (const bool gathers : {false, true}) texts.push_back(tma_config(t, gathers));
+            texts.push_back(sm90_config("NHWC=1", t));
+        }
+    }
+    std::vector<std::string> list;
+    for (auto& text : texts) try {
+            (void)make_conv2d_bn_silu(a, s, text, device);
+            list.push_back(std::move(text));
+        } catch (const UsageError&) {}
+    return list;
+}
+
 std::vector<std::string> conv2d_bn_silu_nhwc_configs(const Conv2dAttrs& a, const Conv2dShape& s,
                                                      const DeviceTraits& device) {
     std::vector<std::string> list;

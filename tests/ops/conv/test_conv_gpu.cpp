@@ -45,68 +45,43 @@ struct Layer {
     }
 };
 
-struct Outcome {
-    double error;
-    std::size_t unwritten, nonfinite, padding_touched, guard_touched;
-};
+/// The tests' own tolerances apply in check() below; the outcome's first wrong output is unused.
+constexpr double any_difference = 0;
+
+/// Uploads `v` to a fresh buffer on `device`.
+DeviceBuffer upload(const Device& device, const std::vector<float>& v) {
+    DeviceBuffer b(device, v.size() * sizeof(float));
+    b.upload(std::span<const float>(v));
+    return b;
+}
 
 /// Runs `op` (or, with `options`, its kernel compiled with those options) on the case and
 /// compares with the float64 reference.
-Outcome run(const RuntimeOp& op, const Case& c, std::mt19937_64& rng, const CompileOptions* options = nullptr) {
+OutputCheck run(const RuntimeOp& op, const Case& c, std::mt19937_64& rng, const CompileOptions* options = nullptr) {
     const auto device = Device::get(0);
     Stream stream(device);
-    Runtime& runtime = Runtime::global();  // main() points it at a fresh cache directory
     const Layer layer(c, rng);
     const auto& s = c.shape;
     const auto [oh, ow] = conv2d_output_size(c.attrs, s);
-    const std::size_t row = 1ULL * oh * ow, stride = row + c.row_padding, rows = 1ULL * s.batch * s.c_out;
-    constexpr std::size_t guard = 4096;
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    std::vector<float> y(rows * stride + guard, nan);
-
-    auto upload = [&](const std::vector<float>& v) {
-        DeviceBuffer b(device, v.size() * sizeof(float));
-        b.upload(std::span<const float>(v));
-        return b;
-    };
     std::vector<float> x_buffer(c.x_offset, 0.0f);
     x_buffer.insert(x_buffer.end(), layer.x.begin(), layer.x.end());
-    DeviceBuffer dx = upload(x_buffer), dw = upload(layer.w), dscale = upload(layer.scale),
-                 dshift = upload(layer.shift), dy = upload(y);
+    const DeviceBuffer dx = upload(device, x_buffer), dw = upload(device, layer.w),
+                       dscale = upload(device, layer.scale), dshift = upload(device, layer.shift);
     const Shape x_shape{std::size_t(s.batch), std::size_t(s.c_in), std::size_t(s.height), std::size_t(s.width)};
     const Shape y_shape{std::size_t(s.batch), std::size_t(s.c_out), std::size_t(oh), std::size_t(ow)};
     const Tensor inputs[] = {{dx.as<float>() + c.x_offset, x_shape}};
     void* const params[] = {dw.as<float>(), dscale.as<float>(), dshift.as<float>()};
-    const OpCall call{inputs, params, dy.as<float>(), y_shape, static_cast<int>(stride)};
-    if (options) op.forward(runtime, stream, call, *options);
-    else op.forward(runtime, stream, call);
-    stream.synchronize();
-    dy.download(std::span<float>(y));
-
     const auto ref = conv2d_bn_silu_reference(layer.x, layer.w, layer.scale, layer.shift, c.attrs, s);
-    Outcome out{};
-    double num = 0, den = 0;
-    for (std::size_t r = 0; r < rows; ++r) {
-        for (std::size_t i = 0; i < row; ++i) {
-            const float v = y[r * stride + i];
-            if (std::isnan(v)) ++out.unwritten;
-            else if (!std::isfinite(v)) ++out.nonfinite;
-            const double d = double(v) - ref[r * row + i];
-            num += d * d;
-            den += ref[r * row + i] * ref[r * row + i];
-        }
-        for (std::size_t i = row; i < stride; ++i) out.padding_touched += !std::isnan(y[r * stride + i]);
-    }
-    for (std::size_t i = rows * stride; i < y.size(); ++i) out.guard_touched += !std::isnan(y[i]);
-    out.error = std::sqrt(num / den);
-    return out;
+    // Runtime::global(): main() points it at a fresh cache directory.
+    return checked_forward(op, Runtime::global(), stream, inputs, params, y_shape, ref, any_difference, c.row_padding,
+                           options);
 }
 
-void check(const Outcome& o, double tolerance) {
+void check(const OutputCheck& o, double tolerance) {
     CHECK(o.unwritten == 0);
     CHECK(o.nonfinite == 0);
-    CHECK(o.padding_touched == 0);
-    CHECK(o.guard_touched == 0);
+    CHECK(o.padding_written == 0);
+    CHECK(o.guard_written == 0);
     CHECK(o.error <= tolerance);
 }
 
@@ -131,7 +106,7 @@ TEST_CASE("GEMM kernel: every configuration on ragged shapes, TF32 path within 2
         for (const auto& c : gemm_cases) {
             CAPTURE(op.kernel().id());
             CAPTURE(c.name);
-            const Outcome o = run(op, c, rng());
+            const OutputCheck o = run(op, c, rng());
             CAPTURE(o.error);
             check(o, 2e-3);
         }
@@ -151,7 +126,7 @@ TEST_CASE("split-K: clusters of 2, 3 and 8 blocks sum their partial tiles, empty
                 CAPTURE(op.kernel().id());
                 CAPTURE(split);
                 CAPTURE(c.name);
-                const Outcome o = run(op, c, rng());
+                const OutputCheck o = run(op, c, rng());
                 CAPTURE(o.error);
                 check(o, 2e-3);
             }
@@ -173,7 +148,7 @@ TEST_CASE("GEMM kernel: the FMA path is exact to 1e-5") {
         for (const auto& c : gemm_cases) {
             CAPTURE(op.kernel().id());
             CAPTURE(c.name);
-            const Outcome o = run(op, c, rng(), &fma);
+            const OutputCheck o = run(op, c, rng(), &fma);
             CAPTURE(o.error);
             check(o, 1e-5);
         }
@@ -207,7 +182,7 @@ TEST_CASE("implicit-GEMM kernel: every configuration over 3x3, strided, 5x5, 7x7
             const Conv2dBnSiluForward op(t, c.attrs, Device::get(0).max_shared_bytes_per_block());
             CAPTURE(op.kernel().id());
             CAPTURE(c.name);
-            const Outcome o = run(op, c, rng());
+            const OutputCheck o = run(op, c, rng());
             CAPTURE(o.error);
             check(o, 2e-3);
         }
@@ -220,7 +195,7 @@ TEST_CASE("direct kernel: every configuration over the same layers, fp32 within 
                                                Device::get(0).max_shared_bytes_per_block());
             CAPTURE(op.kernel().id());
             CAPTURE(c.name);
-            const Outcome o = run(op, c, rng());
+            const OutputCheck o = run(op, c, rng());
             CAPTURE(o.error);
             check(o, 1e-5);
         }
@@ -245,7 +220,7 @@ TEST_CASE("dispatch runs real layer shapes end to end") {
         const auto op = dispatch_conv2d_bn_silu(c.attrs, c.shape, traits);
         CAPTURE(c.name);
         CAPTURE(op->kernel_for_launch(0).id());
-        const Outcome o = run(*op, c, rng());
+        const OutputCheck o = run(*op, c, rng());
         CAPTURE(o.error);
         check(o, conv2d_rounds_to_tf32(*op) ? 2e-3 : 1e-5);
     }
@@ -298,7 +273,7 @@ TEST_CASE("depthwise kernel: dispatch's pick over filters 1-7, strides, paddings
         CAPTURE(c.name);
         CAPTURE(op->kernel_for_launch(0).id());
         REQUIRE(dynamic_cast<const Conv2dBnSiluDepthwiseForward*>(op.get()) != nullptr);
-        const Outcome o = run(*op, c, rng());
+        const OutputCheck o = run(*op, c, rng());
         CAPTURE(o.error);
         check(o, 1e-5);
     }
@@ -325,7 +300,7 @@ TEST_CASE("depthwise kernel: every configuration on 3x3, 5x5 and strided 7x7 lay
             const Conv2dBnSiluDepthwiseForward op(t, c.attrs, depthwise_group(c.attrs, c.shape), max_shared);
             CAPTURE(op.kernel().id());
             CAPTURE(c.name);
-            const Outcome o = run(op, c, rng());
+            const OutputCheck o = run(op, c, rng());
             CAPTURE(o.error);
             check(o, 1e-5);
         }
@@ -361,7 +336,7 @@ TEST_CASE("depthwise kernel on narrow groups: each output sums its group's plane
             const Conv2dBnSiluDepthwiseForward op(t, c.attrs, group, max_shared);
             CAPTURE(op.kernel().id());
             CAPTURE(c.name);
-            const Outcome o = run(op, c, rng());
+            const OutputCheck o = run(op, c, rng());
             CAPTURE(o.error);
             check(o, 1e-5);
             ++runs;
@@ -403,7 +378,7 @@ void check_every_configuration(const std::vector<Case>& cases, const DeviceTrait
             }
             const Op op(t, c.attrs, traits);
             CAPTURE(op.kernel().id());
-            const Outcome o = run(op, c, rng());
+            const OutputCheck o = run(op, c, rng());
             CAPTURE(o.error);
             check(o, 2e-3);
         }
@@ -452,7 +427,7 @@ TEST_CASE("the TMA + wgmma implicit GEMM (sm_90a): every configuration on ragged
     check_every_configuration<Conv2dBnSiluTmaForward>(ragged, *traits);
     // An x off a 16-byte boundary breaks TMA's rule: the sm80 implicit GEMM runs the call, as right.
     const Conv2dBnSiluTmaForward op(Sm90Tiles::configurations().front(), k3, *traits);
-    const Outcome fallback = run(op, {"3x3, x off 16 bytes (no TMA)", k3, {2, 24, 12, 12, 40}, 0, 1}, rng());
+    const OutputCheck fallback = run(op, {"3x3, x off 16 bytes (no TMA)", k3, {2, 24, 12, 12, 40}, 0, 1}, rng());
     CAPTURE(fallback.error);
     check(fallback, 2e-3);
 }
@@ -503,7 +478,7 @@ TEST_CASE("the TMA + wgmma implicit GEMM on grouped layers (sm_90a): each tile i
             CAPTURE(op.kernel().id());
             CAPTURE(t.split_k);
             CHECK(runs_itself(op, c));
-            const Outcome o = run(op, c, rng());
+            const OutputCheck o = run(op, c, rng());
             CAPTURE(o.error);
             check(o, 2e-3);
         }
@@ -538,17 +513,17 @@ TEST_CASE("the TMA + wgmma 1x1 kernel (sm_90a): every configuration on ragged sh
         for (const auto& c : ragged) {
             REQUIRE(conv2d_tma_unsupported_reason(c.attrs, c.shape, traits).empty());
             CAPTURE(c.name);
-            const Outcome o = run(op, c, rng());
+            const OutputCheck o = run(op, c, rng());
             CAPTURE(o.error);
             check(o, 2e-3);
         }
         // The same op again with a second set of buffers: its tensor maps are per pointer set.
-        const Outcome again = run(op, ragged.front(), rng());
+        const OutputCheck again = run(op, ragged.front(), rng());
         check(again, 2e-3);
         // Rows padded to 145 floats break TMA's 16-byte stride rule: the call runs on the sm80
         // fallback, on this device, and is just as right.
         const Case padded{"12x12, rows padded by 1 (no TMA)", {}, {2, 24, 12, 12, 40}, 1};
-        const Outcome fallback = run(op, padded, rng());
+        const OutputCheck fallback = run(op, padded, rng());
         CAPTURE(fallback.error);
         check(fallback, 2e-3);
     }
@@ -635,10 +610,10 @@ TEST_CASE("split-K on the Hopper kernels (sm_90a): clusters of 2, 3, 4 and 8 blo
                 CAPTURE(op->kernel().id());
                 CAPTURE(split);
                 CAPTURE(c.name);
-                const Outcome o = run(*op, c, rng());
+                const OutputCheck o = run(*op, c, rng());
                 CAPTURE(o.error);
                 check(o, 2e-3);
-                const Outcome in_turn = run(FewerClusters(*op, 3), c, rng());
+                const OutputCheck in_turn = run(FewerClusters(*op, 3), c, rng());
                 CAPTURE(in_turn.error);
                 check(in_turn, 2e-3);
             }
@@ -649,60 +624,29 @@ namespace {
 /// Runs the channels-last op on the case: the layer's x and W permuted to NHWC and [C_OUT, KH,
 /// KW, C_IN], y NHWC with pixel rows `row_padding` floats longer than C_OUT, NaN-poisoned with a
 /// guard after it, compared with the float64 reference.
-Outcome run_nhwc(const RuntimeOp& op, const Case& c, std::mt19937_64& rng) {
+OutputCheck run_nhwc(const RuntimeOp& op, const Case& c, std::mt19937_64& rng) {
     const auto device = Device::get(0);
     Stream stream(device);
     const Layer layer(c, rng);
     const auto& s = c.shape;
     const auto& a = c.attrs;
     const auto [oh, ow] = conv2d_output_size(a, s);
-    const std::size_t plane = 1ULL * s.height * s.width, pixels = 1ULL * s.batch * oh * ow;
-    const std::size_t stride = s.c_out + c.row_padding, taps = 1ULL * a.kernel_h * a.kernel_w;
-    std::vector<float> x(c.x_offset + layer.x.size()), w(layer.w.size());
-    for (int b = 0; b < s.batch; ++b)
-        for (int ch = 0; ch < s.c_in; ++ch)
-            for (std::size_t p = 0; p < plane; ++p)
-                x[c.x_offset + (b * plane + p) * s.c_in + ch] = layer.x[(1ULL * b * s.c_in + ch) * plane + p];
-    for (int n = 0; n < s.c_out; ++n)
-        for (int ch = 0; ch < s.c_in; ++ch)
-            for (std::size_t tap = 0; tap < taps; ++tap)
-                w[(n * taps + tap) * s.c_in + ch] = layer.w[(1ULL * n * s.c_in + ch) * taps + tap];
-    constexpr std::size_t guard = 4096;
-    std::vector<float> y(pixels * stride + guard, std::numeric_limits<float>::quiet_NaN());
-    auto upload = [&](const std::vector<float>& v) {
-        DeviceBuffer buffer(device, v.size() * sizeof(float));
-        buffer.upload(std::span<const float>(v));
-        return buffer;
-    };
-    DeviceBuffer dx = upload(x), dw = upload(w), dscale = upload(layer.scale), dshift = upload(layer.shift),
-                 dy = upload(y);
-    const Shape x_shape{std::size_t(s.batch), std::size_t(s.height), std::size_t(s.width), std::size_t(s.c_in)};
-    const Shape y_shape{std::size_t(s.batch), std::size_t(oh), std::size_t(ow), std::size_t(s.c_out)};
+    const auto n = [](int v) { return static_cast<std::size_t>(v); };
+    std::vector<float> x(c.x_offset, 0.0f);
+    const auto x_nhwc = to_channels_last<float>(layer.x, n(s.batch), n(s.c_in), n(s.height) * n(s.width));
+    x.insert(x.end(), x_nhwc.begin(), x_nhwc.end());
+    const DeviceBuffer dx = upload(device, x),
+                       dw = upload(device, to_channels_last<float>(layer.w, n(s.c_out), n(s.c_in),
+                                                                   n(a.kernel_h) * n(a.kernel_w))),
+                       dscale = upload(device, layer.scale), dshift = upload(device, layer.shift);
+    const Shape x_shape{n(s.batch), n(s.height), n(s.width), n(s.c_in)};
+    const Shape y_shape{n(s.batch), n(oh), n(ow), n(s.c_out)};
     const Tensor inputs[] = {{dx.as<float>() + c.x_offset, x_shape}};
     void* const params[] = {dw.as<float>(), dscale.as<float>(), dshift.as<float>()};
-    op.forward(Runtime::global(), stream, {inputs, params, dy.as<float>(), y_shape, static_cast<int>(stride)});
-    stream.synchronize();
-    dy.download(std::span<float>(y));
-
-    const auto ref = conv2d_bn_silu_reference(layer.x, layer.w, layer.scale, layer.shift, a, s);
-    const std::size_t out_plane = 1ULL * oh * ow;
-    Outcome out{};
-    double num = 0, den = 0;
-    for (std::size_t m = 0; m < pixels; ++m) {
-        const std::size_t b = m / out_plane, p = m % out_plane;
-        for (int n = 0; n < s.c_out; ++n) {
-            const float v = y[m * stride + n];
-            if (std::isnan(v)) ++out.unwritten;
-            else if (!std::isfinite(v)) ++out.nonfinite;
-            const double r = ref[(b * s.c_out + n) * out_plane + p], d = double(v) - r;
-            num += d * d;
-            den += r * r;
-        }
-        for (std::size_t i = s.c_out; i < stride; ++i) out.padding_touched += !std::isnan(y[m * stride + i]);
-    }
-    for (std::size_t i = pixels * stride; i < y.size(); ++i) out.guard_touched += !std::isnan(y[i]);
-    out.error = std::sqrt(num / den);
-    return out;
+    const auto ref = to_channels_last<double>(
+        conv2d_bn_silu_reference(layer.x, layer.w, layer.scale, layer.shift, a, s), n(s.batch), n(s.c_out),
+        n(oh) * n(ow));
+    return checked_forward(op, Runtime::global(), stream, inputs, params, y_shape, ref, any_difference, c.row_padding);
 }
 
 /// Layers for the channels-last kernel: tiles across rows and images, the last past the batch;
@@ -741,7 +685,7 @@ TEST_CASE("the channels-last TMA + wgmma implicit GEMM (sm_90a): every configura
             REQUIRE(conv2d_nhwc_tma_unsupported_reason(c.attrs, c.shape, traits).empty());
             const Conv2dBnSiluNhwcTmaForward op(t, c.attrs, traits);
             CAPTURE(op.kernel().id());
-            const Outcome o = run_nhwc(op, c, rng());
+            const OutputCheck o = run_nhwc(op, c, rng());
             CAPTURE(o.error);
             check(o, 2e-3);
         }
@@ -763,7 +707,7 @@ TEST_CASE("split-K on the channels-last kernel (sm_90a): clusters of 2, 4 and 8,
             const Conv2dBnSiluNhwcTmaForward op({128, 64, 6, 8, split}, c.attrs, traits);
             CAPTURE(c.name);
             CAPTURE(split);
-            const Outcome o = run_nhwc(op, c, rng());
+            const OutputCheck o = run_nhwc(op, c, rng());
             CAPTURE(o.error);
             check(o, 2e-3);
         }

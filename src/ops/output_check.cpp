@@ -1,0 +1,60 @@
+// An op's output against a float64 reference, read from a NaN-poisoned buffer
+// (kjit/output_check.hpp).
+#include <kjit/output_check.hpp>
+
+#include <cmath>
+
+#include <kjit/driver.hpp>
+#include <kjit/error.hpp>
+
+namespace kjit {
+
+OutputCheck check_output(std::span<const float> y, std::span<const double> reference, const OutputLayout& layout,
+                         double tolerance) {
+    if (y.size() != layout.elements() || reference.size() != layout.rows * layout.row || layout.row > layout.row_stride)
+        throw UsageError("check_output: the output, its layout and the reference disagree in size");
+    OutputCheck out;
+    out.tolerance = tolerance;
+    double squared_error = 0, squared_reference = 0;
+    for (const double r : reference) squared_reference += r * r;
+    // An output is wrong past tolerance × RMS(ref): were every one within it, ‖y − ref‖ would be
+    // within tolerance × ‖ref‖, so an error over the tolerance always names one.
+    const double rms = reference.empty() ? 0 : std::sqrt(squared_reference / double(reference.size()));
+    for (std::size_t r = 0; r < layout.rows; ++r) {
+        const auto row = y.subspan(r * layout.row_stride, layout.row_stride);
+        for (std::size_t i = 0; i < layout.row; ++i) {
+            const std::size_t index = r * layout.row + i;
+            const double d = double(row[i]) - reference[index];
+            out.unwritten += std::isnan(row[i]);
+            out.nonfinite += std::isinf(row[i]);
+            squared_error += d * d;
+            if (!out.first_wrong && !(std::abs(d) <= tolerance * rms))  // NaN compares false
+                out.first_wrong = WrongOutput{index, row[i], reference[index]};
+        }
+        for (std::size_t i = layout.row; i < layout.row_stride; ++i) out.padding_written += !std::isnan(row[i]);
+    }
+    for (const float v : y.subspan(layout.rows * layout.row_stride)) out.guard_written += !std::isnan(v);
+    out.error = !std::isfinite(squared_error) ? INFINITY
+                : squared_reference > 0       ? std::sqrt(squared_error / squared_reference)
+                : squared_error > 0           ? INFINITY
+                                              : 0.0;
+    return out;
+}
+
+OutputCheck checked_forward(const RuntimeOp& op, Runtime& runtime, const Stream& stream, std::span<const Tensor> inputs,
+                            std::span<void* const> params, ShapeView output_shape, std::span<const double> reference,
+                            double tolerance, std::size_t row_padding, const CompileOptions* options) {
+    const std::size_t row = op.forward_output_row_elems(output_shape);
+    const OutputLayout layout{element_count(output_shape) / row, row, row + row_padding};
+    DeviceBuffer y(stream.device(), layout.elements() * sizeof(float));
+    y.fill(0xff);  // every float a NaN
+    const OpCall call{inputs, params, y.as<void>(), output_shape, static_cast<int>(layout.row_stride)};
+    if (options) op.forward(runtime, stream, call, *options);
+    else op.forward(runtime, stream, call);
+    stream.synchronize();
+    std::vector<float> host(layout.elements());
+    y.download(std::span<float>(host));
+    return check_output(host, reference, layout, tolerance);
+}
+
+}  // namespace kjit
