@@ -80,6 +80,37 @@ export-import)  # a warmed cache ships: export, import into an empty database, v
   contains "exported 18 entries"
   expect 0 "$kjit" cache export "$dir/tma.sqlite3" --arch sm_90a --cache-dir "$dir/a"
   contains "exported 14 entries"
+  # Tuned winners travel with the entries of their devices' arch; ls --tuned lists them; only clear --tuned
+  # removes them.
+  layer=b1_c64x56x56_o64_k1x1_s1x1_p0x0_g1 config="BLOCK_M=64 BLOCK_N=64 BLOCK_K=32 GROUP_M=8 SPLIT_K=1"
+  "$helper" sql "$dir/a/kjit.sqlite3" "INSERT INTO tuned_winners VALUES
+    ('conv2d_bn_silu', '$layer', 'NVIDIA H200', 'sm_90', '580.159.04', '0123456789abcdef0123456789abcdef',
+     '$config', 12.5, 1764806400),
+    ('conv2d_bn_silu', '$layer', 'NVIDIA A100-SXM4-80GB', 'sm_80', '570.86.15', 'fedcba9876543210fedcba9876543210',
+     '$config', 20.0, 1764806400)" || fail "could not store winners"
+  expect 0 "$kjit" cache export "$dir/h200.sqlite3" --arch sm_90 --cache-dir "$dir/a"
+  contains "exported 18 entries and 1 tuned winners"
+  expect 0 "$kjit" cache export "$dir/all.sqlite3" --cache-dir "$dir/a"
+  contains "and 2 tuned winners"
+  expect 0 "$kjit" cache import "$dir/h200.sqlite3" --cache-dir "$dir/c"
+  contains "1 tuned winners added"
+  expect 0 "$kjit" cache import "$dir/all.sqlite3" --cache-dir "$dir/c"
+  contains "1 tuned winners added"  # the H200's is here already
+  expect 0 "$kjit" cache ls --tuned --cache-dir "$dir/c"
+  contains "conv2d_bn_silu       $layer       NVIDIA H200            sm_90  580.159.04  01234567      12.5  2025-12-04 00:00"
+  contains "2 tuned winners;"
+  expect 0 "$kjit" cache ls --tuned --json --cache-dir "$dir/c"
+  contains '"source_hash": "fedcba9876543210fedcba9876543210"'
+  expect 0 "$kjit" cache stats --cache-dir "$dir/c"
+  contains "2 tuned winners"
+  expect 0 "$kjit" cache clear --cache-dir "$dir/c"
+  contains "removed 18 entries; kept 2 tuned winners (\`kjit cache clear --tuned\` removes them)"
+  expect 0 "$kjit" cache prune --max-size 0 --cache-dir "$dir/c"
+  contains "kept 2 tuned winners"
+  expect 0 "$kjit" cache clear --tuned --cache-dir "$dir/c"
+  contains "removed 0 entries; removed 2 tuned winners"
+  expect 0 "$kjit" cache ls --tuned --cache-dir "$dir/c"
+  contains "0 tuned winners;"
   ;;
 verify)  # a byte flipped inside a stored blob is found and named; import rejects it
   expect 0 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir"

@@ -42,6 +42,7 @@ struct CacheEntry {
 struct ExportReport {
     std::size_t exported = 0;  ///< entries written to the file
     std::size_t rejected = 0;  ///< failed their checksums here: left out of the file
+    std::size_t winners = 0;   ///< tuned winners written to the file
 };
 
 /// What an import did.
@@ -49,6 +50,7 @@ struct ImportReport {
     std::size_t imported = 0;  ///< written into this cache
     std::size_t kept = 0;      ///< already here and valid: left as they were
     std::size_t rejected = 0;  ///< failed their checksums in the file: not imported
+    std::size_t winners = 0;   ///< tuned winners added (one for a key this cache has stays as it is)
 };
 
 /// The kernel cache. Thread-safe. Never throws for a database it cannot use: it then keeps
@@ -114,8 +116,8 @@ public:
     /// compacts the file; returns how many were removed. A damaged file is set aside, as clear()
     /// does.
     std::size_t prune(std::uint64_t max_bytes);
-    /// Writes the entries (of one arch, if given) and the tuned winners (kjit/tuning.hpp) into a
-    /// new database file. A plain arch (sm_90) takes its arch-specific entries (sm_90a) along:
+    /// Writes the entries (of one arch, if given) and the tuned winners (kjit/tuning.hpp; of
+    /// that arch's devices, if given) into a new database file. A plain arch (sm_90) takes its arch-specific entries (sm_90a) along:
     /// what a device of that arch loads. Entries failing their checksums are left out (and
     /// counted): a shipped cache holds only entries that load.
     ExportReport export_to(const std::filesystem::path& file, const std::string& arch = {});

@@ -40,6 +40,10 @@ struct Dim3 {
 [[nodiscard]] std::string device_unavailable_reason();
 /// Number of CUDA devices; 0 where there is no driver.
 [[nodiscard]] int device_count() noexcept;
+/// The NVIDIA driver's version, "580.159.04" (from /proc/driver/nvidia/version), or where that
+/// cannot be read the CUDA version the driver implements, "CUDA 13.0" (cuDriverGetVersion): what
+/// a tuned winner's timing is tied to. Throws NoDeviceError where there is no driver.
+[[nodiscard]] std::string driver_version();
 
 /// A device and its retained primary context (retained on first use, kept for the process).
 class Device {

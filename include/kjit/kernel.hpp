@@ -197,6 +197,9 @@ public:
     [[nodiscard]] Arch target(Arch device) const noexcept;
     /// Headers from kernels_src that source() includes, directly or not.
     [[nodiscard]] const std::vector<SourceFile>& headers() const noexcept;
+    /// XXH3-128 of source() and every header it includes, as 32 hex digits: what a tuned winner
+    /// is tied to (an edit to the kernel or a header it includes changes it).
+    [[nodiscard]] std::string source_hash() const;
 
     /// The cache key for these options; computed once per kernel object and options.
     [[nodiscard]] CacheKey key(const CompileOptions& options) const;

@@ -16,6 +16,7 @@ struct CacheOptions {
     std::string max_size;
     std::string file;
     std::string arch;
+    bool tuned = false;  ///< ls: the tuned winners; clear: remove them too
 };
 
 std::uint64_t blob_bytes(const CacheEntry& e) {
@@ -124,7 +125,38 @@ int stats(const CacheOptions& o) {
     return ok;
 }
 
+/// kjit cache ls --tuned: every tuned winner and what it holds for.
+int ls_tuned(const CacheOptions& o) {
+    const auto winners = tuned_configs(existing_cache(o.common, "list"));
+    if (o.common.json) {
+        nlohmann::json j = nlohmann::json::array();
+        for (const auto& w : winners)
+            j.push_back({{"kernel", w.kernel},
+                         {"problem", w.shape},
+                         {"device", w.device},
+                         {"arch", w.arch},
+                         {"driver", w.driver},
+                         {"source_hash", w.source_hash},
+                         {"config", w.config},
+                         {"microseconds", w.microseconds},
+                         {"created_at", w.created_at}});
+        fmt::print("{}\n", j.dump(2));
+        return ok;
+    }
+    fmt::print("{:<20} {:<40} {:<22} {:<6} {:<11} {:<8} {:>9}  {:<16} {}\n", "kernel", "problem", "device", "arch",
+               "driver", "source", "µs", "tuned (UTC)", "configuration");
+    for (const auto& w : winners)
+        fmt::print("{:<20} {:<40} {:<22} {:<6} {:<11} {:<8} {:>9.1f}  {:<16} {}\n", w.kernel, w.shape, w.device, w.arch,
+                   w.driver, w.source_hash.substr(0, 8), w.microseconds, when(w.created_at), w.config);
+    fmt::print(
+        "{} tuned winners; each holds for its device, arch, driver and kernel source (a kernel edit or a new "
+        "driver passes it by)\n",
+        winners.size());
+    return ok;
+}
+
 int ls(const CacheOptions& o) {
+    if (o.tuned) return ls_tuned(o);
     const auto entries = existing_cache(o.common, "list").entries();
     if (o.common.json) {
         nlohmann::json j = nlohmann::json::array();
@@ -181,9 +213,15 @@ int remove_entries(const CacheOptions& o, Remove remove) {
     auto& cache = runtime(o.common).cache();
     const std::size_t known = cache.incidents().size();
     const std::size_t removed = remove(cache);
-    if (const auto incidents = cache.incidents(); incidents.size() > known)
+    if (const auto incidents = cache.incidents(); incidents.size() > known) {
         fmt::print("{}: {}; every entry is gone, `kjit warm` rebuilds them\n", cache.path().string(), incidents.back());
-    else fmt::print("removed {} entries\n", removed);
+        return ok;
+    }
+    // Tuned winners are a few bytes each and cost a GPU to make again: only clear --tuned takes them.
+    const std::size_t winners = o.tuned ? clear_tuned(cache) : tuned_configs(cache).size();
+    fmt::print("removed {} entries; {}\n", removed,
+               o.tuned ? fmt::format("removed {} tuned winners", winners)
+                       : fmt::format("kept {} tuned winners (`kjit cache clear --tuned` removes them)", winners));
     return ok;
 }
 
@@ -200,11 +238,14 @@ void add_cache(CLI::App& app, int& exit_code) {
         return s;
     };
     sub("stats", "Entries, bytes and hits, per arch and kernel", true, stats);
-    sub("ls", "Every entry: readable id, arch, size, compile time, last use", true, ls);
+    sub("ls", "Every entry: readable id, arch, size, compile time, last use", true, ls)
+        ->add_flag("--tuned", o.tuned,
+                   "The tuned winners instead: problem, device, arch, driver, kernel source, µs, configuration");
     sub("verify", "SQLite integrity check and every checksum; exit 1 on any fault", false, verify);
-    sub("clear", "Remove every compiled entry (a damaged file is set aside)", false,
-        [](const CacheOptions& opts) { return remove_entries(opts, [](Cache& cache) { return cache.clear(); }); });
-    sub("prune", "Remove least recently used entries down to a size", false,
+    sub("clear", "Remove every compiled entry (a damaged file is set aside); tuned winners stay", false,
+        [](const CacheOptions& opts) { return remove_entries(opts, [](Cache& cache) { return cache.clear(); }); })
+        ->add_flag("--tuned", o.tuned, "Remove the tuned winners too");
+    sub("prune", "Remove least recently used entries down to a size; tuned winners stay", false,
         [](const CacheOptions& opts) {
             const std::uint64_t max_bytes = parse_size(opts.max_size);
             return remove_entries(opts, [max_bytes](Cache& cache) { return cache.prune(max_bytes); });
@@ -216,7 +257,7 @@ void add_cache(CLI::App& app, int& exit_code) {
                        // A named arch must be one NVRTC targets (an unknown one would export nothing).
                        const std::string arch = opts.arch.empty() ? "" : Arch::parse(opts.arch).name();
                        const ExportReport r = existing_cache(opts.common, "export").export_to(opts.file, arch);
-                       fmt::print("exported {} entries to {}\n", r.exported, opts.file);
+                       fmt::print("exported {} entries and {} tuned winners to {}\n", r.exported, r.winners, opts.file);
                        if (r.rejected)
                            fmt::print(stderr,
                                       "kjit: left out {} entries that fail their checksums (`kjit cache verify` names "
@@ -230,8 +271,9 @@ void add_cache(CLI::App& app, int& exit_code) {
     sub("import", "Add the entries of a shipped cache file (checksums verified, valid entries kept)", false,
         [](const CacheOptions& opts) {
             const ImportReport r = runtime(opts.common).cache().import_from(opts.file);
-            fmt::print("imported {}, kept {} already here, rejected {} that failed their checksums\n", r.imported,
-                       r.kept, r.rejected);
+            fmt::print(
+                "imported {}, kept {} already here, rejected {} that failed their checksums; {} tuned winners added\n",
+                r.imported, r.kept, r.rejected, r.winners);
             return static_cast<int>(r.rejected ? failure : ok);
         })
         ->add_option("file", o.file, "Cache file written by kjit cache export")

@@ -161,8 +161,8 @@ int tune(const RunOptions& o) {
         const std::string key = conv2d_problem_key(l.attrs, l.shape);
         const bool right = checked.passed();
         if (right)
-            store_tuned(rt.cache(), {tuned_family(o), key, device.name(), device.arch().name(), timed.front().second,
-                                     timed.front().first});
+            store_tuned(rt.cache(), {tuned_family(o), key, device.name(), device.arch().name(), driver_version(),
+                                     winner->kernel().source_hash(), timed.front().second, timed.front().first});
         else status = failure;
         if (o.common.json) {
             nlohmann::json tried = nlohmann::json::array();

@@ -1,5 +1,6 @@
 // Devices: each one's record (name, arch, limits) and its retained primary context, kept for the process.
 #include <deque>
+#include <fstream>
 #include <memory>
 #include <mutex>
 
@@ -78,6 +79,22 @@ Device Device::get(int ordinal) {
 
 int Device::ordinal() const noexcept { return record_->ordinal; }
 const std::string& Device::name() const noexcept { return record_->name; }
+
+std::string driver_version() {
+    static const std::string version = [] {
+        int cuda = 0;
+        KJIT_CU(cuDriverGetVersion, &cuda);  // loads the driver: NoDeviceError without one
+        // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Sun …": the word after "Module".
+        std::ifstream proc("/proc/driver/nvidia/version");
+        std::string word, previous;
+        while (proc >> word) {
+            if (previous == "Module") return word;
+            previous = word;
+        }
+        return fmt::format("CUDA {}.{}", cuda / 1000, cuda % 1000 / 10);
+    }();
+    return version;
+}
 Arch Device::arch() const noexcept { return record_->arch; }
 int Device::multiprocessor_count() const noexcept { return record_->multiprocessors; }
 int Device::max_shared_bytes_per_block() const noexcept { return record_->max_shared_optin; }

@@ -132,6 +132,7 @@ const std::string& Kernel::id() const noexcept { return state_->id; }
 const std::string& Kernel::kernel_source() const noexcept { return state_->kernel_source; }
 const std::string& Kernel::entry_point_source() const noexcept { return state_->entry_point_source; }
 const std::string& Kernel::source() const noexcept { return state_->source; }
+std::string Kernel::source_hash() const { return state_->source_digest.hex(); }
 const std::string& Kernel::entry_point_name() const noexcept { return state_->entry_point_name; }
 const std::vector<Constant>& Kernel::constants() const noexcept { return state_->constants; }
 const std::vector<Param>& Kernel::params() const noexcept { return state_->params; }

@@ -164,7 +164,14 @@ ExportReport Cache::export_to(const fs::path& file, const std::string& arch) {
             }
             report.rejected = bad.size();
             report.exported -= bad.size();
-            db.exec("INSERT INTO export_target.tuned SELECT * FROM main.tuned");
+            // The winners of the devices the entries are for (sm_90a entries: sm_90 devices').
+            const std::string device_arch = plain || arch.empty() ? arch : arch.substr(0, arch.size() - 1);
+            auto winners = db.prepare(
+                fmt::format("INSERT INTO export_target.tuned_winners SELECT * FROM main.tuned_winners{}",
+                            arch.empty() ? "" : " WHERE arch = ?"));
+            if (!arch.empty()) winners.bind(device_arch);
+            winners.run("copying tuned winners");
+            report.winners = static_cast<std::size_t>(db.changes());
             t.commit();
             return report;
         } catch (...) {
@@ -213,9 +220,11 @@ ImportReport Cache::import_from(const fs::path& file) {
         });
         Transaction t(db);
         // Tuned winners travel too; this cache's own winners stay.
-        if (sqlite3_exec(db.handle(), "SELECT 1 FROM import_source.tuned LIMIT 1", nullptr, nullptr, nullptr) ==
-            SQLITE_OK)
-            db.exec("INSERT OR IGNORE INTO main.tuned SELECT * FROM import_source.tuned");
+        if (sqlite3_exec(db.handle(), "SELECT 1 FROM import_source.tuned_winners LIMIT 1", nullptr, nullptr, nullptr) ==
+            SQLITE_OK) {
+            db.exec("INSERT OR IGNORE INTO main.tuned_winners SELECT * FROM import_source.tuned_winners");
+            report.winners = static_cast<std::size_t>(db.changes());
+        }
         auto existing = db.prepare(fmt::format("SELECT {} FROM kernels WHERE key = ?", detail::schema::select_list()));
         for (const auto& e : incoming) {
             const bool valid_here = existing.bind(e.key.hex()).step() &&

@@ -83,7 +83,7 @@ void Cache::Impl::open() {
     }
     db->exec("PRAGMA journal_mode=WAL");
     db->exec("PRAGMA synchronous=NORMAL");
-    if (version == 0 || !db->has_table("tuned") || !db->has_table("claims")) {  // new, or from before a table
+    if (version == 0 || !db->has_table("tuned_winners") || !db->has_table("claims")) {  // new, or from before a table
         Transaction t(*db);
         db->exec(detail::schema::tables_sql("main"));
         db->exec(

@@ -60,6 +60,18 @@ CREATE TABLE IF NOT EXISTS {0}.tuned (
     created_at INTEGER NOT NULL,
     PRIMARY KEY (kernel, shape, device, arch)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS {0}.tuned_winners (
+    kernel TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    device TEXT NOT NULL,
+    arch TEXT NOT NULL,
+    driver TEXT NOT NULL,
+    source_hash TEXT NOT NULL,
+    config TEXT NOT NULL,
+    microseconds REAL NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (kernel, shape, device, arch, driver, source_hash)
+) WITHOUT ROWID;
 )sql",
                        db, fmt::join(columns, ",\n"));
 }

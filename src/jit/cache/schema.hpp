@@ -46,7 +46,8 @@ struct ColumnDef {
 extern const std::array<ColumnDef, column::count> kernel_columns;
 
 /// Every table, created if missing, in database `db` ("main" or an attached one). Changes are
-/// additive only: a kjit that does not know a table ignores it.
+/// additive only: a kjit that does not know a table ignores it. (`tuned` holds winners of kjits
+/// before `tuned_winners`, which ties each to a driver and a kernel source; none reads it now.)
 [[nodiscard]] std::string tables_sql(std::string_view db);
 /// The kernels columns for a SELECT; without PTX and log they read as NULL (what loading needs).
 [[nodiscard]] std::string select_list(bool with_ptx_and_log = true);

@@ -352,26 +352,36 @@ const char* conv2d_tuned_family(Conv2dLayout layout) noexcept {
 namespace detail {
 
 std::unique_ptr<Conv2dOp> tuned_conv2d_op(Conv2dLayout layout, const Conv2dAttrs& a, const Conv2dShape& s,
-                                          const DeviceTraits& device, const std::string& device_name, Cache& cache) {
+                                          const DeviceTraits& device, const std::string& device_name,
+                                          const std::string& driver, Cache& cache) {
     const char* family = conv2d_tuned_family(layout);
-    const auto winner = find_tuned(cache, family, conv2d_problem_key(a, s), device_name, device.arch.name());
-    if (!winner) return nullptr;
-    auto ignore = [&](const std::string& why) {
-        detail::warn(fmt::format("ignoring the tuned {} configuration '{}' for {}: {}", family, winner->config,
-                                 conv2d_problem_key(a, s), why));
-        return nullptr;
+    const std::string key = conv2d_problem_key(a, s);
+    const auto winners = find_tuned(cache, family, key, device_name, device.arch.name(), driver);
+    auto ignore = [&](const TunedConfig& winner, const std::string& why) {
+        detail::warn(
+            fmt::format("ignoring the tuned {} configuration '{}' for {}: {}", family, winner.config, key, why));
     };
-    try {
-        auto op = make_conv2d_bn_silu(a, s, winner->config, device);
-        // A winner of the other layout would read these tensors' elements in the wrong order.
-        const bool nhwc = dynamic_cast<const Conv2dBnSiluNhwcTmaForward*>(op.get()) != nullptr;
-        if (nhwc != (layout == Conv2dLayout::nhwc))
-            return ignore(nhwc ? "it names the channels-last kernel, and these tensors are NCHW"
-                               : "it names an NCHW kernel, and these tensors are channels-last");
-        return op;
-    } catch (const UsageError& e) {
-        return ignore(e.what());
+    bool edited = false;  // a winner timed on a kernel source since edited: its time says nothing of this one's
+    for (const TunedConfig& winner : winners) {  // newest first
+        try {
+            auto op = make_conv2d_bn_silu(a, s, winner.config, device);
+            // A winner of the other layout would read these tensors' elements in the wrong order.
+            const bool nhwc = dynamic_cast<const Conv2dBnSiluNhwcTmaForward*>(op.get()) != nullptr;
+            if (nhwc != (layout == Conv2dLayout::nhwc))
+                ignore(winner, nhwc ? "it names the channels-last kernel, and these tensors are NCHW"
+                                    : "it names an NCHW kernel, and these tensors are channels-last");
+            else if (op->kernel().source_hash() == winner.source_hash) return op;
+            else edited = true;
+        } catch (const UsageError& e) {
+            ignore(winner, e.what());
+        }
     }
+    if (edited)
+        detail::warn(
+            fmt::format("no tuned {} winner for {} holds: its kernel's source changed since it was timed "
+                        "(kjit tune times it again); dispatch picks instead",
+                        family, key));
+    return nullptr;
 }
 
 }  // namespace detail
@@ -381,7 +391,7 @@ namespace {
 /// The cache-aware dispatches' winner, for this device.
 std::unique_ptr<Conv2dOp> tuned_op(Conv2dLayout layout, const Conv2dAttrs& a, const Conv2dShape& s,
                                    const Device& device, Cache& cache) {
-    return detail::tuned_conv2d_op(layout, a, s, DeviceTraits::of(device), device.name(), cache);
+    return detail::tuned_conv2d_op(layout, a, s, DeviceTraits::of(device), device.name(), driver_version(), cache);
 }
 
 }  // namespace

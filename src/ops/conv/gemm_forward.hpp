@@ -78,12 +78,14 @@ void round_to_tf32(std::span<float> values);
 [[nodiscard]] std::vector<Sm90Tiles> sm90_split_candidates(long long boxes, int k, int c_out, unsigned policy_bytes,
                                                            const DeviceTraits& device, int groups);
 
-/// The op of the winner `kjit tune` stored in `cache` for this layer, device and arch under
-/// `layout`'s family, or none: where there is no winner, or it no longer makes an op for this
-/// layer or names the other layout's kernel (both said once as a warning).
+/// The op of the winner `kjit tune` stored in `cache` for this layer, device, arch and driver
+/// under `layout`'s family whose kernel source is still the one it was timed with (the newest
+/// such), or none: where there is no winner, or none holds — each that no longer makes an op
+/// for this layer or names the other layout's kernel said as a warning, and a source since
+/// edited said once.
 [[nodiscard]] std::unique_ptr<Conv2dOp> tuned_conv2d_op(Conv2dLayout layout, const Conv2dAttrs& a, const Conv2dShape& s,
                                                         const DeviceTraits& device, const std::string& device_name,
-                                                        Cache& cache);
+                                                        const std::string& driver, Cache& cache);
 
 /// The 1×1 GEMM op for pointwise layers, else the implicit-GEMM op, with these tiles.
 [[nodiscard]] std::unique_ptr<GemmConvOp> make_gemm_conv(const Conv2dAttrs& a, const GemmTiles& tiles,

@@ -542,22 +542,42 @@ TEST_CASE("tuned winners: each layout's dispatch takes only its own family's win
                       nhwc = "NHWC=1 BLOCK_M=64 BLOCK_N=128 STAGES=8 GROUP_M=8";
     test::TempDir dir;
     Cache cache(dir.path());
-    auto tuned = [&](Conv2dLayout layout) {
-        return detail::tuned_conv2d_op(layout, k3, s, h200, "NVIDIA H200", cache);
+    auto tuned = [&](Conv2dLayout layout, const std::string& driver = "580.159.04") {
+        return detail::tuned_conv2d_op(layout, k3, s, h200, "NVIDIA H200", driver, cache);
     };
     CHECK(tuned(Conv2dLayout::nchw) == nullptr);  // nothing tuned yet
+    // A winner holds for the kernel source it was timed with: the source of the op it names.
+    auto source_of = [&](const std::string& config) {
+        try {
+            return make_conv2d_bn_silu(k3, s, config, h200)->kernel().source_hash();
+        } catch (const UsageError&) {
+            return std::string("none");
+        }
+    };
     auto store = [&](Conv2dLayout layout, const std::string& config) {
-        store_tuned(cache, {conv2d_tuned_family(layout), key, "NVIDIA H200", "sm_90", config, 10.0});
+        store_tuned(cache, {conv2d_tuned_family(layout), key, "NVIDIA H200", "sm_90", "580.159.04", source_of(config),
+                            config, 10.0});
     };
     store(Conv2dLayout::nchw, nchw);
     store(Conv2dLayout::nhwc, nhwc);
     CHECK(conv2d_bn_silu_config(*tuned(Conv2dLayout::nchw)) == nchw);
     CHECK(conv2d_bn_silu_config(*tuned(Conv2dLayout::nhwc)) == nhwc);
+    CHECK(tuned(Conv2dLayout::nchw, "570.86.15") == nullptr);  // timed under another driver
+    {  // timed on a kernel source since edited: passed by, and said
+        store_tuned(cache, {conv2d_tuned_family(Conv2dLayout::nchw), key, "NVIDIA H200", "sm_90", "560.35.03",
+                            "0123456789abcdef0123456789abcdef", nchw, 10.0});
+        const test::LogCapture log;
+        CHECK(tuned(Conv2dLayout::nchw, "560.35.03") == nullptr);
+        REQUIRE(log.warnings().size() == 1);
+        CHECK(log.warnings()[0].find("its kernel's source changed since it was timed") != std::string::npos);
+    }
     // A winner of the other layout under a family (an import, a hand edit) would read the
-    // tensors in the wrong order: ignored, and said.
+    // tensors in the wrong order: ignored, and said. (Alone: dispatch takes the newest winner
+    // that holds, and says nothing of older ones it does not reach.)
     for (const auto& [layout, config, why] : {std::tuple{Conv2dLayout::nhwc, nchw, "names an NCHW kernel"},
                                               std::tuple{Conv2dLayout::nchw, nhwc, "names the channels-last kernel"}}) {
         CAPTURE(config);
+        (void)clear_tuned(cache);
         store(layout, config);
         const test::LogCapture log;
         CHECK(tuned(layout) == nullptr);
@@ -566,6 +586,7 @@ TEST_CASE("tuned winners: each layout's dispatch takes only its own family's win
         CHECK(log.warnings()[0].find(conv2d_tuned_family(layout)) != std::string::npos);
     }
     // One the layer no longer takes is ignored the same way.
+    (void)clear_tuned(cache);
     store(Conv2dLayout::nhwc, "NHWC=1 BLOCK_M=64 BLOCK_N=128 STAGES=99 GROUP_M=8");
     const test::LogCapture log;
     CHECK(tuned(Conv2dLayout::nhwc) == nullptr);
