@@ -406,6 +406,30 @@ no-gpu)  # run and tune need a GPU; without one they say so and exit 2
   "$helper" weights "$dir/graph.json" 2 "$dir/w.safetensors" || fail "could not write weights"
   expect 2 "$kjit" model run "$dir/graph.json" --weights "$dir/w.safetensors" --batch 2 --cache-dir "$dir"
   contains "kjit model run needs a GPU"
+  expect 2 "$kjit" model tune "$dir/graph.json" --batch 1 8 32 --cache-dir "$dir"
+  contains "kjit model tune needs a GPU"
+  echo '{"inputs": []}' >"$dir/bad.json"
+  expect 2 "$kjit" model tune "$dir/bad.json" --batch 1 --cache-dir "$dir"  # the graph first, then the GPU
+  contains "the graph: \"inputs\" must be a non-empty list"
+  ;;
+warm-graph)  # kjit warm --graph: exactly the kernels a model runs, and its layers' tuned winners' while they hold
+  small_graph >"$dir/graph.json"
+  expect 0 "$kjit" warm --graph "$dir/graph.json" --batch 1 4 --arch sm_90 --arch sm_80 --cache-dir "$dir/c" -j 2
+  contains "6 compiled, 0 already cached, 0 failed"
+  contains "conv2d_bn_silu_gemm_tma_forward__f32__"  # the 1x1 head on a 9.0 device
+  contains "add__f32__256                                      sm_80"
+  # A winner stored for the stem (any device of the arch): its kernel joins; one whose source changed does not.
+  "$helper" winner "$dir/c" "$dir/graph.json" 4 stem "BLOCK_M=128 BLOCK_N=32 BLOCK_K=32 GROUP_M=8 SPLIT_K=1" ||
+    fail "could not store a winner"
+  "$helper" sql "$dir/c/kjit.sqlite3" "INSERT INTO tuned_winners SELECT kernel, shape, device, arch, '1.0',
+    'edited', 'BLOCK_M=64 BLOCK_N=16 BLOCK_K=16 GROUP_M=8 SPLIT_K=1', 1.0, created_at FROM tuned_winners" ||
+    fail "could not store a stale winner"
+  expect 0 "$kjit" warm --graph "$dir/graph.json" --batch 1 4 --arch sm_90 --cache-dir "$dir/c" -j 2
+  contains "1 compiled, 3 already cached, 0 failed"
+  contains "conv2d_bn_silu_forward__f32__128__32__32__8"
+  grep -q "conv2d_bn_silu_forward__f32__64__16__16__8" <<<"$out" && fail "a stale winner's kernel was warmed: $out"
+  expect 2 "$kjit" warm --graph "$dir/graph.json" --kernel axpby --arch sm_90 --cache-dir "$dir/c"
+  contains "give one of them"
   ;;
 model)  # a graph planned and its weights checked without a GPU; model run finds their errors before asking for one
   small_graph >"$dir/graph.json"

@@ -7,6 +7,9 @@
 //   kjit_test_helper weights GRAPH BATCH OUT [SKIP]
 //       writes random F32 weights for every parameter slot of GRAPH planned for BATCH (on an
 //       H200's traits) to the safetensors file OUT, leaving out the key SKIP
+//   kjit_test_helper winner DIR GRAPH BATCH NODE CONFIG
+//       stores in the cache at DIR a tuned winner CONFIG for conv node NODE of GRAPH planned for
+//       BATCH on an H200 (driver 580.159.04), tied to that configuration's kernel source
 //   kjit_test_helper warm-list DIR THREADS N [FSIZE]
 //       compiles scale<1..N> for sm_90 into DIR with THREADS threads through one Runtime; with
 //       FSIZE, first limits the size of any file it writes to FSIZE bytes (RLIMIT_FSIZE: a full
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include <kjit/model.hpp>
+#include <kjit/tuning.hpp>
 
 #include "support.hpp"
 
@@ -52,6 +56,21 @@ int main(int argc, char** argv) try {
         const int changed = sqlite3_changes(db);
         sqlite3_close(db);
         return rc == SQLITE_OK && changed == 1 ? 0 : 1;
+    }
+    if (command == "winner" && argc == 7) {
+        std::ifstream in(argv[3]);
+        const std::string graph((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const kjit::DeviceTraits h200{132, 232448, kjit::Arch(9, 0)};
+        const kjit::ModelPlan plan = kjit::ModelPlan::from_json(graph, std::atoi(argv[4]), h200);
+        kjit::Cache cache(argv[2]);
+        for (const auto& [node, l] : plan.conv_layers()) {
+            if (plan.nodes()[node].name != argv[5]) continue;
+            const auto op = kjit::make_conv2d_bn_silu(l.attrs, l.shape, argv[6], h200);
+            kjit::store_tuned(cache, {"conv2d_bn_silu", kjit::conv2d_problem_key(l.attrs, l.shape), "NVIDIA H200",
+                                      "sm_90", "580.159.04", op->kernel().source_hash(), argv[6], 10.0});
+            return 0;
+        }
+        return 1;
     }
     if (command == "weights" && (argc == 5 || argc == 6)) {
         std::ifstream in(argv[2]);

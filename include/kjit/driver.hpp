@@ -77,6 +77,9 @@ public:
     [[nodiscard]] CUstream_st* handle() const noexcept { return owned_ ? owned_.get() : borrowed_; }
     [[nodiscard]] const Device& device() const noexcept { return device_; }
     void synchronize() const;
+    /// Whether work on this stream is being captured into a CUDA graph now (nothing it enqueues
+    /// runs until the graph is launched, and synchronising it would end the capture).
+    [[nodiscard]] bool capturing() const;
 
 private:
     Stream(const Device& device, CUstream_st* borrowed) noexcept : device_(device), borrowed_(borrowed) {}

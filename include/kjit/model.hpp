@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include <kjit/conv.hpp>
 #include <kjit/device_traits.hpp>
 #include <kjit/driver.hpp>
 #include <kjit/runtime.hpp>
@@ -76,6 +77,17 @@ public:
     };
 
     [[nodiscard]] static ModelPlan from_json(std::string_view graph_json, int batch, const DeviceTraits& device);
+
+    /// A conv node's layer, as tuning keys it.
+    struct ConvLayer {
+        Conv2dAttrs attrs;
+        Conv2dShape shape;
+    };
+    /// The conv layers of the plan's conv2d_bn_silu nodes (Conv2dOp), one per node, in node order.
+    [[nodiscard]] std::vector<std::pair<std::size_t, ConvLayer>> conv_layers() const;
+    /// Replaces node `node`'s op (a conv's: another configuration of the same layer, as a tuned
+    /// winner names it); its shapes and parameter slots stay, so the new op must take the same.
+    void replace_op(std::size_t node, std::unique_ptr<RuntimeOp> op);
 
     [[nodiscard]] int batch() const noexcept { return batch_; }
     [[nodiscard]] const std::vector<Value>& values() const noexcept { return values_; }

@@ -103,6 +103,13 @@ public:
     [[nodiscard]] RuntimeStats stats() const noexcept;
     [[nodiscard]] Cache& cache() noexcept;
 
+    /// The tuning policy: whether a conv layer with no stored winner is tuned the first time
+    /// dispatch_conv2d_bn_silu(…, runtime, stream) meets it (kjit/conv_tuning.hpp) rather than
+    /// given the heuristic's pick. Off unless KJIT_AUTOTUNE is on (1, true, yes, on) when the
+    /// runtime is made; set_autotune changes it.
+    [[nodiscard]] bool autotune() const noexcept;
+    void set_autotune(bool on) noexcept;
+
 private:
     struct Impl;
     std::unique_ptr<Impl> impl_;

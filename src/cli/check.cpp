@@ -244,7 +244,7 @@ void run_trial(Trial& t, Runtime& rt, const Stream& stream, const OpCall& call, 
 /// Runs the trials of one conv layer, on one draw of its tensors in each layout they need.
 void run_conv_input(const Input& in, std::span<Trial*> trials, Runtime& rt, const Stream& stream, int iters) {
     const Layer& l = *in.layer;
-    const ConvValues values(l);
+    const ConvValues values(l.attrs, l.shape);
     const auto ref = conv2d_bn_silu_reference(values.x, values.w, values.scale, values.shift, l.attrs, l.shape);
     std::optional<ConvTensors> nchw, nhwc;
     std::vector<double> ref_nhwc;
@@ -252,10 +252,9 @@ void run_conv_input(const Input& in, std::span<Trial*> trials, Runtime& rt, cons
     constexpr std::size_t row_padding = 4;
     for (Trial* t : trials) {
         auto& tensors = t->channels_last ? nhwc : nchw;
-        if (!tensors) tensors.emplace(stream.device(), l, t->channels_last, values);
-        if (t->channels_last && ref_nhwc.empty())
-            ref_nhwc = to_channels_last<double>(ref, tensors->y_shape[0], tensors->y_shape[3],
-                                                tensors->y_shape[1] * tensors->y_shape[2]);
+        if (!tensors) tensors.emplace(stream.device(), l.attrs, l.shape, t->channels_last, values);
+        const Shape& y = tensors->y_shape();
+        if (t->channels_last && ref_nhwc.empty()) ref_nhwc = to_channels_last<double>(ref, y[0], y[3], y[1] * y[2]);
         const auto& op = dynamic_cast<const Conv2dOp&>(*t->op);
         run_trial(*t, rt, stream, tensors->call(op), t->channels_last ? ref_nhwc : ref, conv_tolerance(op), row_padding,
                   iters);

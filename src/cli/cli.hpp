@@ -13,7 +13,9 @@
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
+#include <kjit/conv_tuner.hpp>
 #include <kjit/kjit.hpp>
+#include <kjit/op_timing.hpp>
 #include <nlohmann/json.hpp>
 
 namespace kjit::cli {
@@ -83,40 +85,11 @@ void add_layer_options(CLI::App& sub, LayerOptions& o);
 /// The layer the options give, validated; UsageError naming what is missing or wrong.
 [[nodiscard]] Layer layer_of(const LayerOptions& o);
 
-/// A conv layer's tensors, filled with fresh random values: x and W on the host as the reference
-/// takes them (NCHW, [C_OUT][C_IN/groups][KH][KW]), on the device in the run's layout (NCHW, or
-/// with `channels_last` NHWC and [C_OUT][KH][KW][C_IN]), y for timed runs.
-struct ConvValues {
-    std::vector<float> x, w, scale, shift;
-    explicit ConvValues(const Layer& layer);  ///< fresh random values; W ~ 1/√fan-in
-};
-struct ConvTensors : ConvValues {
-    DeviceBuffer dx, dw, dscale, dshift, dy;
-    Shape x_shape, y_shape;
-    bool channels_last;
-    std::array<void*, 3> params;  ///< W, bn_scale, bn_shift on the device
-    Tensor input;                 ///< x on the device
-
-    ConvTensors(const Device& device, const Layer& layer, bool channels_last);
-    /// The same with the given values (one draw shared by both layouts).
-    ConvTensors(const Device& device, const Layer& layer, bool channels_last, ConvValues values);
-    ConvTensors(const ConvTensors&) = delete;  // input and the call point into it
-    ConvTensors& operator=(const ConvTensors&) = delete;
-    /// The op's call into y (tight rows).
-    [[nodiscard]] OpCall call(const RuntimeOp& op) const;
-    /// The float64 reference, in the run's layout.
-    [[nodiscard]] std::vector<double> reference(const Layer& layer) const;
-};
-/// What a conv op's error against the float64 reference may be: TF32 on tensor cores, or fp32.
-[[nodiscard]] double conv_tolerance(const Conv2dOp& op);
 /// What the check compares against: every output, so nothing is sampled.
 inline constexpr const char* reference_kind = "the float64 CPU reference, every output, on all cores";
 /// What is wrong with an output, in words ("3 outputs never written; first wrong: y[0,2,1,4] =
 /// nan, expected 0.2513"); empty where nothing is. Indices are into `shape`.
 [[nodiscard]] std::string output_faults(const OutputCheck& check, ShapeView shape);
-/// Median µs of one forward of `call` over `iters` CUDA-graph replays (after one untimed call).
-[[nodiscard]] double time_forward(const RuntimeOp& op, Runtime& rt, const Stream& stream, const OpCall& call,
-                                  int iters);
 /// A layer whose tensors and float64 reference do not fit this machine's memory: a UsageError
 /// before anything is allocated.
 void check_fits_host(const Layer& layer);

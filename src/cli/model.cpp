@@ -1,7 +1,13 @@
-// kjit model plan / run: a graph of ops (docs/MODEL.md) planned for a batch size and its weights
-// checked, without a GPU (plan); on the GPU, per-node times, the whole forward and its CUDA graph
-// replay, inputs from a safetensors file or random, outputs saved on request (run).
+// kjit model plan / run / tune: a graph of ops (docs/MODEL.md) planned for a batch size and its
+// weights checked, without a GPU (plan); on the GPU, per-node times, the whole forward and its
+// CUDA graph replay, inputs from a safetensors file or random, outputs saved on request (run);
+// every distinct conv layer of the graph tuned for several batch sizes (tune).
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -17,6 +23,8 @@ struct ModelOptions {
     std::string graph, weights, input, save_outputs, arch;
     int batch = 1, iters = 100, multiprocessors = 0, max_shared_bytes = 0;
     bool replay = false;
+    std::vector<int> batches{1};  ///< tune
+    bool retune = false;          ///< tune: time layers that have a winner again
 };
 
 /// The graph planned for the batch and, with --weights, its weights read once and checked: what
@@ -242,6 +250,119 @@ int run_model(const ModelOptions& o) {
     return ok;
 }
 
+/// One distinct conv layer of a graph over the batches tuned: the nodes it serves, and what
+/// tuning found.
+struct GraphLayer {
+    ModelPlan::ConvLayer layer;
+    int batch = 0;
+    std::size_t nodes = 0;
+    std::string heuristic;  ///< the heuristic's configuration
+    double heuristic_us = NAN, tuned_us = NAN;
+    std::string winner, note;
+};
+
+int tune_model(const ModelOptions& o) {
+    const std::string graph = read_option_file(o.graph, "the graph");
+    // Every batch's plan is checked before a GPU is asked for.
+    for (const int batch : o.batches) (void)ModelPlan::from_json(graph, batch, checking_device());
+    const Device device = gpu_or_explain("model tune");
+    const TuneTarget target = TuneTarget::of(device);
+    Runtime& rt = runtime(o.common);
+    Stream stream(device);
+    std::vector<GraphLayer> layers;
+    std::map<std::string, std::size_t> index;  // problem key → layers
+    for (const int batch : o.batches)
+        for (const auto& [node, l] : ModelPlan::from_json(graph, batch, target.device).conv_layers()) {
+            const auto [at, added] = index.emplace(conv2d_problem_key(l.attrs, l.shape), layers.size());
+            if (added) {
+                GraphLayer& g = layers.emplace_back();
+                g.layer = l;
+                g.batch = batch;
+                g.heuristic = conv2d_bn_silu_config(*dispatch_conv2d_bn_silu(l.attrs, l.shape, target.device));
+            }
+            ++layers[at->second].nodes;
+        }
+    const bool progress = isatty(STDERR_FILENO) && !o.common.json;
+    const auto started = std::chrono::steady_clock::now();
+    int status = ok;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        GraphLayer& g = layers[i];
+        const std::string key = conv2d_problem_key(g.layer.attrs, g.layer.shape);
+        if (progress) fmt::print(stderr, "\r\033[Kkjit model tune: [{}/{}] {}", i + 1, layers.size(), key);
+        if (!o.retune) {
+            const PickedConv stored = detail::pick_conv2d_bn_silu(g.layer.attrs, g.layer.shape, target, rt.cache(),
+                                                                  false, false, {});
+            if (stored.source == PickSource::tuned) {
+                g.winner = conv2d_bn_silu_config(*stored.op);
+                g.note = "tuned before (--retune times it again)";
+                continue;
+            }
+        }
+        const TunedLayer tuned = tune_conv2d_bn_silu(
+            g.layer.attrs, g.layer.shape, target, rt.cache(),
+            gpu_candidate_bench(rt, stream, g.layer.attrs, g.layer.shape, Conv2dLayout::nchw, std::max(1, o.iters)));
+        for (const auto& [us, config] : tuned.timed)
+            if (config == g.heuristic) g.heuristic_us = us;
+        if (tuned.winner) {
+            g.winner = tuned.winner->config;
+            g.tuned_us = tuned.winner->microseconds;
+        } else {
+            g.note = fmt::format("no configuration matched {}: nothing stored", reference_kind);
+            status = failure;
+        }
+    }
+    if (progress) fmt::print(stderr, "\r\033[K");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    // What the graph's convs cost a forward, batch by batch, where every layer was timed now.
+    std::map<int, std::pair<double, double>> totals;
+    for (const GraphLayer& g : layers) {
+        auto& [before, after] = totals[g.batch];
+        before += g.nodes * g.heuristic_us;
+        after += g.nodes * g.tuned_us;
+    }
+    if (o.common.json) {
+        nlohmann::json rows = nlohmann::json::array();
+        const auto number = [](double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); };
+        for (const GraphLayer& g : layers)
+            rows.push_back({{"layer", conv2d_problem_key(g.layer.attrs, g.layer.shape)},
+                            {"batch", g.batch},
+                            {"nodes", g.nodes},
+                            {"heuristic", g.heuristic},
+                            {"heuristic_us", number(g.heuristic_us)},
+                            {"tuned_us", number(g.tuned_us)},
+                            {"winner", g.winner},
+                            {"note", g.note}});
+        nlohmann::json sums = nlohmann::json::object();
+        for (const auto& [batch, t] : totals)
+            sums[std::to_string(batch)] = {{"heuristic_us", number(t.first)}, {"tuned_us", number(t.second)}};
+        fmt::print("{}\n", nlohmann::json{{"device", device.name()},
+                                          {"driver", target.driver},
+                                          {"layers", rows},
+                                          {"conv_totals", sums},
+                                          {"seconds", seconds}}
+                               .dump(2));
+        return status;
+    }
+    fmt::print("{} on {} (driver {}): {} distinct conv layers over batch {}\n", o.graph, device.name(), target.driver,
+               layers.size(), fmt::join(o.batches, ", "));
+    fmt::print("  {:<44} {:>5} {:>13} {:>9} {:>8}  {}\n", "layer", "nodes", "heuristic µs", "tuned µs", "speed-up",
+               "winner");
+    for (const GraphLayer& g : layers)
+        fmt::print("  {:<44} {:>5} {:>13} {:>9} {:>8}  {}\n", conv2d_problem_key(g.layer.attrs, g.layer.shape), g.nodes,
+                   std::isnan(g.heuristic_us) ? "-" : fmt::format("{:.1f}", g.heuristic_us),
+                   std::isnan(g.tuned_us) ? "-" : fmt::format("{:.1f}", g.tuned_us),
+                   std::isnan(g.heuristic_us / g.tuned_us) ? "-" : fmt::format("{:.2f}x", g.heuristic_us / g.tuned_us),
+                   g.note.empty() ? g.winner : fmt::format("{} ({})", g.winner, g.note));
+    for (const auto& [batch, t] : totals)
+        if (!std::isnan(t.first + t.second))
+            fmt::print(
+                "batch {}: the convs of one forward {:.1f} µs with the heuristic's picks, {:.1f} µs tuned "
+                "({:.2f}x), one call per graph replay each\n",
+                batch, t.first, t.second, t.first / t.second);
+    fmt::print("{:.1f} s; kjit model run uses the winners from now on\n", seconds);
+    return status;
+}
+
 }  // namespace
 
 void add_model(CLI::App& app, int& exit_code) {
@@ -280,6 +401,18 @@ void add_model(CLI::App& app, int& exit_code) {
         ->check(CLI::ExistingFile);
     run->add_option("--save-outputs", o.save_outputs, "Write the outputs as a safetensors file");
     run->callback([&exit_code] { exit_code = run_model(o); });
+
+    static ModelOptions t;
+    auto* tune = model->add_subcommand("tune",
+                                       "Tune every distinct conv layer of a graph for each batch size on the GPU and "
+                                       "store the winners (kjit model run, and every dispatch, use them)");
+    add_common_options(*tune, t.common, true);
+    tune->add_option("graph", t.graph, "Graph JSON file")->required()->check(CLI::ExistingFile);
+    tune->add_option("--batch", t.batches, "Batch sizes (repeatable; default 1)")->check(positive_int);
+    tune->add_option("--iters", t.iters, "Timed graph replays a candidate (default 20)")->check(positive_int);
+    tune->add_flag("--retune", t.retune, "Time the layers that have a winner again");
+    t.iters = 20;
+    tune->callback([&exit_code] { exit_code = tune_model(t); });
 }
 
 }  // namespace kjit::cli

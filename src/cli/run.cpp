@@ -19,11 +19,6 @@ struct RunOptions {
     bool channels_last = false;
 };
 
-/// The family tuned winners of the options' layout are stored under.
-const char* tuned_family(const RunOptions& o) {
-    return conv2d_tuned_family(o.channels_last ? Conv2dLayout::nhwc : Conv2dLayout::nchw);
-}
-
 std::vector<Layer> layers_from(const std::string& file) {
     return parse_layers(read_option_file(file, "--shapes"), "--shapes " + file);
 }
@@ -35,10 +30,9 @@ struct Checked {
     double seconds;
 };
 
-Checked check_against_reference(const Conv2dOp& op, Runtime& rt, const Stream& stream, const Layer& l,
-                                const ConvTensors& t) {
+Checked check_against_reference(const Conv2dOp& op, Runtime& rt, const Stream& stream, const ConvTensors& t) {
     const auto start = std::chrono::steady_clock::now();
-    const auto ref = t.reference(l);
+    const auto ref = t.reference();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const OpCall call = t.call(op);
     return {checked_forward(op, rt, stream, call.inputs, call.params, call.output_shape, ref, conv_tolerance(op)),
@@ -65,9 +59,13 @@ int run(const RunOptions& o) {
     const Device device = gpu_or_explain("run");
     Runtime& rt = runtime(o.common);
     const DeviceTraits traits = DeviceTraits::of(device);
-    const auto op = !config.empty()   ? make_conv2d_bn_silu(l.attrs, l.shape, config, traits)
-                    : o.channels_last ? dispatch_conv2d_bn_silu_nhwc(l.attrs, l.shape, device, rt.cache())
-                                      : dispatch_conv2d_bn_silu(l.attrs, l.shape, device, rt.cache());
+    Stream stream(device);
+    const Conv2dLayout layout = o.channels_last ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+    // A tuned winner, one tuned now (KJIT_AUTOTUNE), or dispatch's pick; or --config.
+    const PickedConv pick =
+        !config.empty() ? PickedConv{make_conv2d_bn_silu(l.attrs, l.shape, config, traits), PickSource::heuristic, {}}
+                        : pick_conv2d_bn_silu(l.attrs, l.shape, rt, stream, layout);
+    const auto& op = pick.op;
     // What dispatch would run and why; a tuned winner or --config may differ from it, and then
     // says so.
     const std::string why =
@@ -79,17 +77,23 @@ int run(const RunOptions& o) {
     const std::string dispatched = conv2d_bn_silu_config(*(o.channels_last
                                                                ? dispatch_conv2d_bn_silu_nhwc(l.attrs, l.shape, traits)
                                                                : dispatch_conv2d_bn_silu(l.attrs, l.shape, traits)));
-    const char* source = !config.empty() ? "config" : picked != dispatched ? "tuned" : "dispatch";
+    const char* source = !config.empty()                        ? "config"
+                         : pick.source == PickSource::tuned     ? "tuned"
+                         : pick.source == PickSource::tuned_now ? "tuned now"
+                                                                : "dispatch";
     std::string ran;  // what ran instead of dispatch's pick, and why
-    if (picked != dispatched)
-        ran = config.empty()
-                  ? fmt::format("\n  ran: the tuned winner stored for this layer and device (dispatch picks {})",
-                                dispatched)
-                  : fmt::format("\n  ran: --config (dispatch picks {})", dispatched);
-    Stream stream(device);
-    const ConvTensors t(device, l, o.channels_last);
+    if (!config.empty() && picked != dispatched) ran = fmt::format("\n  ran: --config (dispatch picks {})", dispatched);
+    if (pick.source == PickSource::tuned)
+        ran = fmt::format("\n  ran: the tuned winner stored for this layer, device and driver (dispatch picks {})",
+                          dispatched);
+    if (pick.source == PickSource::tuned_now)
+        ran = fmt::format(
+            "\n  ran: the winner of tuning this layer just now (KJIT_AUTOTUNE), stored for later runs (dispatch "
+            "picks {})",
+            dispatched);
+    const ConvTensors t(device, l.attrs, l.shape, o.channels_last);
     const double us = time_forward(*op, rt, stream, t.call(*op), std::max(1, o.iters));
-    const auto [checked, reference_s] = check_against_reference(*op, rt, stream, l, t);
+    const auto [checked, reference_s] = check_against_reference(*op, rt, stream, t);
     const double error = checked.error;
     const auto& s = l.shape;
     const auto [oh, ow] = conv2d_output_size(l.attrs, s);
@@ -106,7 +110,7 @@ int run(const RunOptions& o) {
                                {"device", device.name()},
                                {"relative_error", error},
                                {"passed", checked.passed()},
-                               {"faults", output_faults(checked, t.y_shape)},
+                               {"faults", output_faults(checked, t.y_shape())},
                                {"reference", reference_kind},
                                {"reference_s", reference_s},
                                {"tolerance", tolerance},
@@ -119,7 +123,7 @@ int run(const RunOptions& o) {
             "{} [{}] on {}\n  dispatch: {}{}\n  error ‖y−ref‖/‖ref‖ = {:.2e} (tolerance {:.0e}) against {} "
             "({:.1f} s){}\n  median {:.1f} µs over {} graph replays, {:.1f} TFLOP/s, {:.0f} GB/s\n",
             op->kernel_for_launch(0).id(), picked, device.name(), why, ran, error, tolerance, reference_kind,
-            reference_s, checked.passed() ? "" : "\n  WRONG: " + output_faults(checked, t.y_shape), us, o.iters,
+            reference_s, checked.passed() ? "" : "\n  WRONG: " + output_faults(checked, t.y_shape()), us, o.iters,
             flops / us / 1e6, bytes / us / 1e3);
     }
     return checked.passed() ? ok : failure;
@@ -131,54 +135,40 @@ int tune(const RunOptions& o) {
                                                             : layers_from(o.shapes_file);
     for (const Layer& l : layers) check_fits_host(l);
     const Device device = gpu_or_explain("tune");
-    const DeviceTraits traits = DeviceTraits::of(device);
     Runtime& rt = runtime(o.common);
     Stream stream(device);
+    const Conv2dLayout layout = o.channels_last ? Conv2dLayout::nhwc : Conv2dLayout::nchw;
+    const TuneTarget target = TuneTarget::of(device, layout);
     nlohmann::json report = nlohmann::json::array();
     int status = ok;
     for (const Layer& l : layers) {
-        const ConvTensors t(device, l, o.channels_last);
-        const auto configs = o.channels_last ? conv2d_bn_silu_nhwc_configs(l.attrs, l.shape, traits)
-                                             : conv2d_bn_silu_candidates(l.attrs, l.shape, traits);
-        std::vector<std::unique_ptr<Conv2dOp>> ops;
-        std::vector<const Kernel*> kernels;
-        for (const auto& config : configs) {
-            ops.push_back(make_conv2d_bn_silu(l.attrs, l.shape, config, traits));
-            for (std::size_t launch = 0; launch < ops.back()->n_launches(); ++launch)
-                kernels.push_back(&ops.back()->kernel_for_launch(launch));
-        }
-        // The candidates missing from the cache compile on all cores first, not one by one as
-        // each is timed (52 of them took ~50 s serially on the H200's host).
-        rt.compile_all(kernels, device.arch());
-        std::vector<std::pair<double, std::string>> timed;
-        for (std::size_t i = 0; i < configs.size(); ++i)
-            timed.emplace_back(time_forward(*ops[i], rt, stream, t.call(*ops[i]), std::max(1, o.iters)), configs[i]);
-        std::sort(timed.begin(), timed.end());
-        // The winner must also be right before it is stored.
-        const auto winner = make_conv2d_bn_silu(l.attrs, l.shape, timed.front().second, traits);
-        const OutputCheck checked = check_against_reference(*winner, rt, stream, l, t).output;
-        const double error = checked.error;
+        const TunedLayer tuned = tune_conv2d_bn_silu(
+            l.attrs, l.shape, target, rt.cache(),
+            gpu_candidate_bench(rt, stream, l.attrs, l.shape, layout, std::max(1, o.iters)));
         const std::string key = conv2d_problem_key(l.attrs, l.shape);
-        const bool right = checked.passed();
-        if (right)
-            store_tuned(rt.cache(), {tuned_family(o), key, device.name(), device.arch().name(), driver_version(),
-                                     winner->kernel().source_hash(), timed.front().second, timed.front().first});
-        else status = failure;
+        if (!tuned.winner) status = failure;
         if (o.common.json) {
             nlohmann::json tried = nlohmann::json::array();
-            for (const auto& [us, config] : timed) tried.push_back({{"config", config}, {"median_us", us}});
+            for (const auto& [us, config] : tuned.timed) tried.push_back({{"config", config}, {"median_us", us}});
             report.push_back({{"layer", key},
-                              {"winner", timed.front().second},
-                              {"relative_error", error},
-                              {"stored", right},
+                              {"winner", tuned.winner ? nlohmann::json(tuned.winner->config) : nlohmann::json()},
+                              {"relative_error", tuned.check.error},
+                              {"stored", tuned.winner.has_value()},
+                              {"wrong", tuned.wrong},
+                              {"refused", tuned.refused},
                               {"tried", tried}});
             continue;
         }
-        fmt::print("{} on {} ({}): {} configurations\n", key, device.name(), device.arch().name(), timed.size());
-        for (const auto& [us, config] : timed)
-            fmt::print("  {:>9.1f} µs  {:>5.2f}x  {}\n", us, us / timed.front().first, config);
-        fmt::print("  winner {} (error {:.2e} against {}){}\n", timed.front().second, error, reference_kind,
-                   right ? ", stored: dispatch uses it from now on" : " FAILED the accuracy check: not stored");
+        fmt::print("{} on {} ({}, driver {}): {} configurations\n", key, device.name(), device.arch().name(),
+                   target.driver, tuned.timed.size());
+        for (const auto& [us, config] : tuned.timed)
+            fmt::print("  {:>9.1f} µs  {:>5.2f}x  {}\n", us, us / tuned.timed.front().first, config);
+        for (const auto& r : tuned.refused) fmt::print("  did not run: {}\n", r);
+        for (const auto& w : tuned.wrong) fmt::print("  WRONG against the reference, passed over: {}\n", w);
+        if (tuned.winner)
+            fmt::print("  winner {} (error {:.2e} against {}), stored: dispatch uses it from now on\n",
+                       tuned.winner->config, tuned.check.error, reference_kind);
+        else fmt::print("  no configuration matched {}: nothing stored\n", reference_kind);
         std::fflush(stdout);  // each layer as it is done, also into a pipe
     }
     if (o.common.json) fmt::print("{}\n", report.dump(2));

@@ -1,4 +1,6 @@
 // Layers for kjit run, tune and check: from command-line numbers or a shapes file (JSON, untrusted).
+#include <unistd.h>
+
 #include <algorithm>
 #include <climits>
 
@@ -51,6 +53,23 @@ Layer layer_of(const LayerOptions& o) {
                        .stride = o.stride,
                        .pad = o.pad,
                        .groups = o.groups});
+}
+
+void check_fits_host(const Layer& l) {
+    const auto& s = l.shape;
+    const auto [oh, ow] = conv2d_output_size(l.attrs, s);
+    const double x = 1.0 * s.batch * s.c_in * s.height * s.width,
+                 w = 1.0 * s.c_out * (s.c_in / l.attrs.groups) * l.attrs.kernel_h * l.attrs.kernel_w,
+                 y = 1.0 * s.batch * s.c_out * oh * ow;
+    // x and W twice (as generated, and in the run's layout), y as read back with its guard, and
+    // its reference.
+    const double bytes = 8.0 * (x + w) + 4.0 * y + 8.0 * y;
+    const double memory = 1.0 * sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE);
+    if (bytes > memory)
+        throw UsageError(
+            fmt::format("this layer's tensors and its float64 reference take {:.1f} GB of host memory; "
+                        "this machine has {:.1f} GB: choose a smaller layer or batch",
+                        bytes / 1e9, memory / 1e9));
 }
 
 namespace {

@@ -1,9 +1,13 @@
-// kjit warm: every shipped kernel × every valid configuration × each arch into the cache.
+// kjit warm: every shipped kernel × every valid configuration × each arch into the cache — or,
+// with --graph, exactly the kernels a model runs (and its layers' tuned winners').
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <thread>
+
+#include <kjit/model.hpp>
 
 #include "cli.hpp"
 
@@ -15,13 +19,66 @@ struct WarmOptions {
     std::vector<std::string> archs;
     std::vector<std::string> kernels;
     unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
+    std::string graph;
+    std::vector<int> batches{1};
 };
+
+/// The kernels a graph runs at each batch size on each arch's usual part (planning_device): each
+/// node's launches, and for its conv layers every configuration a stored tuned winner names for
+/// that arch whose kernel source is still the one it was timed with (whichever device and driver
+/// it was timed on: a build box warms for the fleet).
+CompileJobs graph_compile_jobs(const WarmOptions& o, std::span<const Arch> archs, Cache& cache) {
+    const std::string graph = read_option_file(o.graph, "--graph");
+    const std::vector<TunedConfig> winners = tuned_configs(cache);
+    CompileJobs out;
+    std::vector<std::pair<Kernel, Arch>> wanted;
+    std::set<std::pair<std::string, std::string>> seen;  // (kernel id, arch)
+    const auto want = [&](const Kernel& k, Arch arch) {
+        if (!k.runs_on(arch)) {
+            ++out.other_arch;
+            return;
+        }
+        if (seen.emplace(k.id(), arch.name()).second) wanted.emplace_back(k, arch);
+    };
+    const auto want_op = [&](const RuntimeOp& op, Arch arch) {
+        for (std::size_t l = 0; l < op.n_launches(); ++l) want(op.kernel_for_launch(l), arch);
+    };
+    for (const Arch arch : archs) {
+        const DeviceTraits device = planning_device(arch.name(), 0, 0).first;
+        for (const int batch : o.batches) {
+            const ModelPlan plan = ModelPlan::from_json(graph, batch, device);
+            for (const auto& node : plan.nodes()) want_op(*node.op, arch);
+            for (const auto& [node, l] : plan.conv_layers()) {
+                const std::string key = conv2d_problem_key(l.attrs, l.shape);
+                for (const TunedConfig& w : winners) {
+                    if (w.kernel != conv2d_tuned_family(Conv2dLayout::nchw) || w.shape != key ||
+                        w.arch != device.arch.name())
+                        continue;
+                    try {
+                        const auto op = make_conv2d_bn_silu(l.attrs, l.shape, w.config, device);
+                        if (op->kernel().source_hash() == w.source_hash) want_op(*op, arch);
+                    } catch (const UsageError&) {
+                        // a winner this layer no longer takes: dispatch passes it by too
+                    }
+                }
+            }
+        }
+    }
+    out.kernels.reserve(wanted.size());
+    for (auto& [k, arch] : wanted) out.kernels.push_back(std::move(k));
+    for (std::size_t i = 0; i < wanted.size(); ++i)
+        out.jobs.push_back({&out.kernels[i], out.kernels[i].target(wanted[i].second)});
+    return out;
+}
 
 int warm(const WarmOptions& o) {
     std::vector<Arch> archs;
     for (const auto& a : o.archs) archs.push_back(Arch::parse(a));
     if (archs.empty()) archs.push_back(local_arch_or_explain("compile"));
-    const CompileJobs work = compile_jobs(o.kernels, archs);
+    if (!o.graph.empty() && !o.kernels.empty())
+        throw UsageError("--graph warms the kernels a model runs; --kernel warms a family: give one of them");
+    const CompileJobs work = o.graph.empty() ? compile_jobs(o.kernels, archs)
+                                             : graph_compile_jobs(o, archs, runtime(o.common).cache());
     const auto& jobs = work.jobs;
     const std::size_t other_arch = work.other_arch;
 
@@ -110,6 +167,11 @@ void add_warm(CLI::App& app, int& exit_code) {
     add_common_options(*sub, o.common, true);
     sub->add_option("--arch", o.archs, "Target arch, e.g. sm_90 (repeatable; default: the local GPU's)");
     sub->add_option("--kernel", o.kernels, "Only this kernel family (repeatable)");
+    sub->add_option("--graph", o.graph,
+                    "Only the kernels this graph runs (docs/MODEL.md), and its layers' tuned winners'")
+        ->check(CLI::ExistingFile);
+    sub->add_option("--batch", o.batches, "With --graph: the batch sizes it runs at (repeatable; default 1)")
+        ->check(positive_int);
     sub->add_option("-j,--jobs", o.jobs, "Parallel compiles (default: the core count)")->check(positive_int);
     sub->callback([&exit_code] { exit_code = warm(o); });
 }

@@ -20,7 +20,7 @@ namespace kjit::detail {
     X(cuEventElapsedTime) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch)       \
     X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuMemcpy2DAsync) X(cuMemsetD8) X(cuTensorMapEncodeTiled)        \
     X(cuTensorMapEncodeIm2col)                                                                                       \
-    X(cuPointerGetAttribute) X(cuCtxPushCurrent) X(cuCtxPopCurrent)
+    X(cuPointerGetAttribute) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuStreamIsCapturing)
 // clang-format on
 
 /// Function pointers into libcuda, typed from cuda.h's own prototypes.

@@ -16,4 +16,10 @@ Stream Stream::borrow(const Device& device, CUstream_st* handle) noexcept { retu
 
 void Stream::synchronize() const { KJIT_CU(cuStreamSynchronize, handle()); }
 
+bool Stream::capturing() const {
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    KJIT_CU(cuStreamIsCapturing, handle(), &status);
+    return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 }  // namespace kjit

@@ -60,6 +60,7 @@ struct Runtime::Impl {
     detail::SingleFlight<CacheKey, std::shared_ptr<const CacheEntry>, detail::CacheKeyHash> compiled;
     detail::SingleFlight<DeviceKey, std::shared_ptr<const LoadedKernel>, DeviceKeyHash> loaded;
     std::atomic<std::uint64_t> memory_hits{0}, cache_hits{0}, compiles{0}, loads{0};
+    std::atomic<bool> autotune{detail::env_flag("KJIT_AUTOTUNE", false)};
 
     /// Thrown through `compiled` where a caller that does not wait meets another process's
     /// claim: not an error, and never memoised (SingleFlight keeps no failures).
@@ -369,6 +370,8 @@ RuntimeStats Runtime::stats() const noexcept {
 }
 
 Cache& Runtime::cache() noexcept { return impl_->cache; }
+bool Runtime::autotune() const noexcept { return impl_->autotune; }
+void Runtime::set_autotune(bool on) noexcept { impl_->autotune = on; }
 
 void Kernel::launch(const Stream& stream, const LaunchConfig& config, std::span<const Arg> args) const {
     Runtime::global().launch(*this, stream, config, args);

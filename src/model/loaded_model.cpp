@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include <kjit/conv_tuner.hpp>
+
 #include "model/loaded_model_impl.hpp"
 
 namespace kjit {
@@ -24,14 +26,18 @@ LoadedModel::LoadedModel(LoadedModel&&) noexcept = default;
 LoadedModel& LoadedModel::operator=(LoadedModel&&) noexcept = default;
 
 LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device, int batch, Runtime& runtime) {
-    auto impl = std::make_unique<Impl>(Impl{device,
-                                            &runtime,
-                                            ModelPlan::from_json(graph_json, batch, DeviceTraits::of(device)),
-                                            {},
-                                            {},
-                                            {},
-                                            {},
-                                            std::nullopt});
+    ModelPlan planned = ModelPlan::from_json(graph_json, batch, DeviceTraits::of(device));
+    // Each conv layer runs its tuned winner where one is stored for this device and driver — or,
+    // under the autotune policy (Runtime::autotune), the winner of tuning it now — rather than
+    // the heuristic's pick.
+    if (const auto convs = planned.conv_layers(); !convs.empty()) {
+        const Stream stream(device);
+        for (const auto& [node, layer] : convs)
+            if (PickedConv pick = pick_conv2d_bn_silu(layer.attrs, layer.shape, runtime, stream);
+                pick.source != PickSource::heuristic)
+                planned.replace_op(node, std::move(pick.op));
+    }
+    auto impl = std::make_unique<Impl>(Impl{device, &runtime, std::move(planned), {}, {}, {}, {}, std::nullopt});
     const ModelPlan& plan = impl->plan;
     const std::size_t values = plan.values().size();
     impl->tight.resize(values);

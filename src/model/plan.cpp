@@ -255,4 +255,29 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
     return plan;
 }
 
+std::vector<std::pair<std::size_t, ModelPlan::ConvLayer>> ModelPlan::conv_layers() const {
+    std::vector<std::pair<std::size_t, ConvLayer>> layers;
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+        const auto* conv = dynamic_cast<const Conv2dOp*>(nodes_[i].op.get());
+        if (!conv) continue;
+        const Shape& x = values_[nodes_[i].inputs[0]].shape;
+        const Shape& y = values_[nodes_[i].output].shape;
+        const auto dim = [](std::size_t v) { return static_cast<int>(v); };  // the plan checked 32 bits
+        layers.push_back({i, {conv->attrs(), {dim(x[0]), dim(x[1]), dim(x[2]), dim(x[3]), dim(y[1])}}});
+    }
+    return layers;
+}
+
+void ModelPlan::replace_op(std::size_t node, std::unique_ptr<RuntimeOp> op) {
+    Node& n = nodes_.at(node);
+    std::vector<ShapeView> inputs;
+    for (std::size_t i : n.inputs) inputs.push_back(values_[i].shape);
+    const Shape& output = values_[n.output].shape;
+    std::vector<Shape> slots;
+    for (const Param& p : n.params) slots.push_back(p.shape);
+    if (op->compute_concrete_output_shape(inputs, output) != output || op->param_shapes(inputs, output) != slots)
+        throw UsageError(fmt::format("node '{}': the op put in its place takes other shapes or parameters", n.name));
+    n.op = std::move(op);
+}
+
 }  // namespace kjit

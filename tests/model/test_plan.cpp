@@ -101,6 +101,26 @@ TEST_CASE("parameters are keyed {node}.{slot} with the sizes the ops ask for") {
                                            "head.weight [8,32,1,1]", "head.bn_scale [8]", "head.bn_shift [8]"});
     CHECK(floats == 16 * 27 + 16 * 16 + 16 * 16 * 9 + 8 * 32 + 3 * 2 * 16 + 2 * 8);
 }
+TEST_CASE("a plan's conv layers, and a tuned configuration put in a conv node's place") {
+    ModelPlan plan = ModelPlan::from_json(small_graph, 2, h200);
+    const auto convs = plan.conv_layers();
+    REQUIRE(convs.size() == 4);  // stem, a, b, head: in node order
+    const auto& [stem_node, stem] = convs[0];
+    CHECK(plan.nodes()[stem_node].name == "stem");
+    CHECK(stem.attrs.kernel_h == 3);
+    CHECK(stem.attrs.stride_h == 2);
+    CHECK(stem.attrs.bn_eps == doctest::Approx(0.001));
+    CHECK((stem.shape.batch == 2 && stem.shape.c_in == 3 && stem.shape.height == 16 && stem.shape.c_out == 16));
+    const auto& [b_node, b] = convs[2];
+    const std::string other = "BLOCK_OC=16 BLOCK_OW=32";
+    plan.replace_op(b_node, make_conv2d_bn_silu(b.attrs, b.shape, other, h200));
+    CHECK(conv2d_bn_silu_config(dynamic_cast<const Conv2dOp&>(*plan.nodes()[b_node].op)) == other);
+    // An op that takes other shapes is refused, naming the node; the node keeps its op.
+    CHECK_THROWS_WITH_AS(plan.replace_op(b_node, make_conv2d_bn_silu(stem.attrs, stem.shape, other, h200)),
+                         doctest::Contains("node 'b': the op put in its place takes other shapes"), UsageError);
+    CHECK(conv2d_bn_silu_config(dynamic_cast<const Conv2dOp&>(*plan.nodes()[b_node].op)) == other);
+}
+
 TEST_CASE("malformed graphs are errors naming the node") {
     CHECK(error_of("not json").find("not valid JSON") != std::string::npos);
     CHECK(error_of(R"({"inputs": [{"name": "x", "shape": ["B", 3, 8, 8]}], "outputs": ["n"],
