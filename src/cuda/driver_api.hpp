@@ -18,7 +18,7 @@ namespace kjit::detail {
     X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)           \
     X(cuMemcpyDtoH) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                        \
     X(cuEventElapsedTime) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch)       \
-    X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuMemcpy2DAsync) X(cuMemsetD8) X(cuTensorMapEncodeTiled)        \
+    X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuMemcpy2DAsync) X(cuMemsetD8Async) X(cuTensorMapEncodeTiled)        \
     X(cuTensorMapEncodeIm2col)                                                                                       \
     X(cuPointerGetAttribute) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuStreamIsCapturing)
 // clang-format on

@@ -33,6 +33,9 @@ void DeviceBuffer::upload(std::span<const std::byte> host, std::size_t offset) {
     check_range(offset, host.size(), bytes_);
     device_.make_current();
     KJIT_CU(cuMemcpyHtoD, static_cast<CUdeviceptr>(address() + offset), host.data(), host.size());
+    // From pageable memory it returns once the bytes are staged, not written: a kernel on a
+    // non-blocking stream could read them first. The legacy stream's sync waits for the DMA.
+    KJIT_CU(cuStreamSynchronize, nullptr);
 }
 
 void DeviceBuffer::download(std::span<std::byte> host, std::size_t offset) const {
@@ -43,7 +46,10 @@ void DeviceBuffer::download(std::span<std::byte> host, std::size_t offset) const
 
 void DeviceBuffer::fill(std::uint8_t value) {
     device_.make_current();
-    KJIT_CU(cuMemsetD8, static_cast<CUdeviceptr>(address()), value, bytes_);
+    // cuMemsetD8 returns before device memory is set and orders nothing with kjit's non-blocking
+    // streams: a kernel launched next could run first. Set on the legacy stream and wait for it.
+    KJIT_CU(cuMemsetD8Async, static_cast<CUdeviceptr>(address()), value, bytes_, nullptr);
+    KJIT_CU(cuStreamSynchronize, nullptr);
 }
 
 void copy_2d_async(const Stream& stream, std::uint64_t dst, std::size_t dst_pitch, std::uint64_t src,
