@@ -255,7 +255,11 @@ check-gpu)  # kjit check on the GPU: every configuration against the reference; 
   [[ $(tail -1 <<<"$out") == *" 0 ok,"* ]] || fail "a configuration survived the broken store: $out"
   expect 1 env KJIT_KERNELS_DIR="$dir/kernels" "$kjit" check add --cache-dir "$dir/c"
   contains "first wrong: y[0,0,0,5] = "
+  contains "add on [1,1,1,1]"  # its one element is right: listed, ok
   contains "(1 compiled, 0 unchanged from the cache)"
+  expect 1 env KJIT_KERNELS_DIR="$dir/kernels" "$kjit" check add --failed --cache-dir "$dir/c"
+  grep -q "add on \[1,1,1,1\]" <<<"$out" && fail "--failed listed a passing configuration: $out"
+  contains "1 ok, 2 failed"
   # Rerun: nothing recompiles; --changed then runs nothing.
   expect 0 env KJIT_KERNELS_DIR="$dir/kernels" "$kjit" check add --cache-dir "$dir/c" --changed
   contains "(0 compiled, 1 unchanged from the cache)"

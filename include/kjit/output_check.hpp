@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <kjit/runtime_op.hpp>
@@ -50,6 +51,11 @@ struct OutputCheck {
 /// `y` (layout.elements() floats, as downloaded) against `reference` (layout.rows × layout.row).
 [[nodiscard]] OutputCheck check_output(std::span<const float> y, std::span<const double> reference,
                                        const OutputLayout& layout, double tolerance);
+
+/// What is wrong with an output, in words: "3 outputs never written (still NaN); error inf over
+/// the tolerance 1e-05; first wrong: y[0,2,1,4] = NaN, expected 0.2513" — the first wrong
+/// output's index as coordinates of `output_shape`. Empty where nothing is wrong.
+[[nodiscard]] std::string describe_faults(const OutputCheck& check, ShapeView output_shape);
 
 /// Runs `op` once (compiled with `options` where given) on `inputs` and `params` (device memory)
 /// into a fresh output of `output_shape` — rows of op.forward_output_row_elems() elements,

@@ -24,7 +24,7 @@ struct CheckOptions {
     Common common;
     std::string op;
     std::vector<std::string> archs;
-    bool compile_only = false, changed_only = false;
+    bool compile_only = false, changed_only = false, failed_only = false;
     unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
     LayerOptions layer;
     std::string shapes_file;
@@ -234,7 +234,7 @@ void run_trial(Trial& t, Runtime& rt, const Stream& stream, const OpCall& call, 
     try {
         t.output = checked_forward(*t.op, rt, stream, call.inputs, call.params, call.output_shape, ref, tolerance,
                                    row_padding);
-        if (!t.output->passed()) t.fault = output_faults(*t.output, call.output_shape);
+        if (!t.output->passed()) t.fault = describe_faults(*t.output, call.output_shape);
         t.us = time_forward(*t.op, rt, stream, call, iters);
     } catch (const Error& e) {
         t.fault = fmt::format("{}", e.what());
@@ -299,7 +299,7 @@ void print_trials(const CheckOptions& o, const std::vector<Input>& inputs, std::
     if (o.common.json) {
         nlohmann::json runs = nlohmann::json::array();
         for (const Trial& t : trials) {
-            if (!t.ran && !t.failed()) continue;
+            if ((!t.ran && !t.failed()) || (o.failed_only && !t.failed())) continue;
             runs.push_back({{"input", inputs[t.input].name},
                             {"config", t.config},
                             {"kernel", t.op->kernel_for_launch(0).id()},
@@ -324,7 +324,7 @@ void print_trials(const CheckOptions& o, const std::vector<Input>& inputs, std::
     }
     std::size_t shown = inputs.size();
     for (const Trial& t : trials) {
-        if (!t.ran && !t.failed()) continue;
+        if ((!t.ran && !t.failed()) || (o.failed_only && !t.failed())) continue;
         if (t.input != shown) {
             shown = t.input;
             const Input& in = inputs[t.input];
@@ -433,6 +433,8 @@ void add_check(CLI::App& app, int& exit_code) {
     sub->add_flag("--changed", o.changed_only,
                   "Run only the configurations whose kernel this command compiled: those whose source changed "
                   "(KJIT_KERNELS_DIR) or that the cache lacked");
+    sub->add_flag("--failed", o.failed_only,
+                  "List only the configurations that failed (the summary still counts every one run)");
     sub->add_flag("--compile-only", o.compile_only, "Compile and inspect every configuration; run none");
     sub->add_option("--arch", o.archs,
                     "With --compile-only: target arch, e.g. sm_90a (repeatable; default: the local GPU's)");

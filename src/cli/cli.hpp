@@ -87,9 +87,6 @@ void add_layer_options(CLI::App& sub, LayerOptions& o);
 
 /// What the check compares against: every output, so nothing is sampled.
 inline constexpr const char* reference_kind = "the float64 CPU reference, every output, on all cores";
-/// What is wrong with an output, in words ("3 outputs never written; first wrong: y[0,2,1,4] =
-/// nan, expected 0.2513"); empty where nothing is. Indices are into `shape`.
-[[nodiscard]] std::string output_faults(const OutputCheck& check, ShapeView shape);
 /// A layer whose tensors and float64 reference do not fit this machine's memory: a UsageError
 /// before anything is allocated.
 void check_fits_host(const Layer& layer);

@@ -47,27 +47,6 @@ double median(std::vector<double> values) {
     return values[values.size() / 2];
 }
 
-std::string output_faults(const OutputCheck& c, ShapeView shape) {
-    std::vector<std::string> faults;
-    const auto count = [&](std::size_t n, const char* what) {
-        if (n) faults.push_back(fmt::format("{} {}", n, what));
-    };
-    count(c.unwritten, "outputs never written (still NaN)");
-    count(c.nonfinite, "outputs infinite");
-    count(c.padding_written, "writes into the padding between output rows");
-    count(c.guard_written, "writes past the output");
-    if (c.error > c.tolerance)
-        faults.push_back(fmt::format("error {:.2e} over the tolerance {:.0e}", c.error, c.tolerance));
-    if (c.first_wrong && !faults.empty()) {
-        std::vector<std::size_t> at(shape.size());  // the index as coordinates, last dimension fastest
-        for (std::size_t d = shape.size(), i = c.first_wrong->index; d-- > 0; i /= shape[d]) at[d] = i % shape[d];
-        const float v = c.first_wrong->value;
-        faults.push_back(fmt::format("first wrong: y[{}] = {}, expected {:.6g}", fmt::join(at, ","),
-                                     std::isnan(v) ? "NaN" : fmt::format("{:.6g}", v), c.first_wrong->expected));
-    }
-    return fmt::format("{}", fmt::join(faults, "; "));
-}
-
 Device gpu_or_explain(const char* command) {
     if (const auto reason = device_unavailable_reason(); !reason.empty())
         throw NoDeviceError(fmt::format("kjit {} needs a GPU: {}", command, reason));

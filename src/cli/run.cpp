@@ -110,7 +110,7 @@ int run(const RunOptions& o) {
                                {"device", device.name()},
                                {"relative_error", error},
                                {"passed", checked.passed()},
-                               {"faults", output_faults(checked, t.y_shape())},
+                               {"faults", describe_faults(checked, t.y_shape())},
                                {"reference", reference_kind},
                                {"reference_s", reference_s},
                                {"tolerance", tolerance},
@@ -123,7 +123,7 @@ int run(const RunOptions& o) {
             "{} [{}] on {}\n  dispatch: {}{}\n  error ‖y−ref‖/‖ref‖ = {:.2e} (tolerance {:.0e}) against {} "
             "({:.1f} s){}\n  median {:.1f} µs over {} graph replays, {:.1f} TFLOP/s, {:.0f} GB/s\n",
             op->kernel_for_launch(0).id(), picked, device.name(), why, ran, error, tolerance, reference_kind,
-            reference_s, checked.passed() ? "" : "\n  WRONG: " + output_faults(checked, t.y_shape()), us, o.iters,
+            reference_s, checked.passed() ? "" : "\n  WRONG: " + describe_faults(checked, t.y_shape()), us, o.iters,
             flops / us / 1e6, bytes / us / 1e3);
     }
     return checked.passed() ? ok : failure;

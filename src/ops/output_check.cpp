@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <kjit/driver.hpp>
 #include <kjit/error.hpp>
 
@@ -39,6 +41,27 @@ OutputCheck check_output(std::span<const float> y, std::span<const double> refer
                 : squared_error > 0           ? INFINITY
                                               : 0.0;
     return out;
+}
+
+std::string describe_faults(const OutputCheck& c, ShapeView shape) {
+    std::vector<std::string> faults;
+    const auto count = [&](std::size_t n, const char* what) {
+        if (n) faults.push_back(fmt::format("{} {}", n, what));
+    };
+    count(c.unwritten, "outputs never written (still NaN)");
+    count(c.nonfinite, "outputs infinite");
+    count(c.padding_written, "writes into the padding between output rows");
+    count(c.guard_written, "writes past the output");
+    if (c.error > c.tolerance)
+        faults.push_back(fmt::format("error {:.2e} over the tolerance {:.0e}", c.error, c.tolerance));
+    if (c.first_wrong && !faults.empty()) {
+        std::vector<std::size_t> at(shape.size());  // the index as coordinates, last dimension fastest
+        for (std::size_t d = shape.size(), i = c.first_wrong->index; d-- > 0; i /= shape[d]) at[d] = i % shape[d];
+        const float v = c.first_wrong->value;
+        faults.push_back(fmt::format("first wrong: y[{}] = {}, expected {:.6g}", fmt::join(at, ","),
+                                     std::isnan(v) ? "NaN" : fmt::format("{:.6g}", v), c.first_wrong->expected));
+    }
+    return fmt::format("{}", fmt::join(faults, "; "));
 }
 
 OutputCheck checked_forward(const RuntimeOp& op, Runtime& runtime, const Stream& stream, std::span<const Tensor> inputs,

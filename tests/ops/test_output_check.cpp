@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
 #include <kjit/error.hpp>
 #include <kjit/output_check.hpp>
 
@@ -88,6 +89,24 @@ TEST_CASE("each way of being wrong is counted, and the first wrong output named"
         CHECK_FALSE(c.passed());
         CHECK(c.first_wrong->index == 7);
     }
+}
+
+TEST_CASE("what is wrong, in words: counts, the error, the first wrong output at its coordinates") {
+    const Shape shape{3, 1, 1, 4};  // the buffer's 3 rows of 4, as an NCHW output
+    Buffer b;
+    CHECK(describe_faults(check_output(b.y, b.ref, b.layout, 1e-6), shape).empty());
+    b.at(6) = poison;
+    b.y[1 * 6 + 5] = 0.0f;
+    CHECK(describe_faults(check_output(b.y, b.ref, b.layout, 1e-6), shape) ==
+          fmt::format("1 outputs never written (still NaN); 1 writes into the padding between output rows; error inf "
+                      "over the tolerance 1e-06; first wrong: y[1,0,0,2] = NaN, expected {:.6g}",
+                      b.ref[6]));
+    Buffer off;
+    off.at(9) += 0.75f;
+    const std::string text = describe_faults(check_output(off.y, off.ref, off.layout, 1e-3), shape);
+    CHECK(text.starts_with("error "));
+    CHECK(text.find(fmt::format("first wrong: y[2,0,0,1] = {:.6g}, expected {:.6g}", off.at(9), off.ref[9])) !=
+          std::string::npos);
 }
 
 TEST_CASE("an all-zero reference: right only where the output is zero too") {
