@@ -567,6 +567,9 @@ public:
         return op_.shared_bytes_for_launch(i);
     }
     [[nodiscard]] Dims cluster_for_launch(std::size_t i) const override { return op_.cluster_for_launch(i); }
+    [[nodiscard]] std::size_t forward_output_row_elems(ShapeView y) const override {
+        return op_.forward_output_row_elems(y);  // rows of OH·OW, not the default last dimension
+    }
 
 private:
     const TmaConvOp& op_;
