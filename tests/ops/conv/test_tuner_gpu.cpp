@@ -32,7 +32,7 @@ TEST_CASE("tuning a layer on the GPU: every candidate timed, the winner right ag
     CHECK(tuned.check.passed());
     CHECK(tuned.timed.size() == conv2d_bn_silu_candidates(k3, layer, target.device).size());
     CHECK(tuned.timed.front().first > 0);
-    CHECK(std::ranges::is_sorted(tuned.timed));
+    CHECK(std::ranges::is_sorted(tuned.timed, {}, &std::pair<double, std::string>::first));
     CHECK(tuned.winner->driver == driver_version());
     // What a later dispatch on this device takes.
     const auto picked = detail::pick_conv2d_bn_silu(k3, layer, target, runtime.cache(), false, false, {});
