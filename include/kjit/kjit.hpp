@@ -14,8 +14,10 @@
 #include <kjit/typed_kernel.hpp>
 // Ops: the RuntimeOp interface and the shipped kernel families.
 #include <kjit/conv.hpp>
+#include <kjit/conv_tuner.hpp>
 #include <kjit/device_traits.hpp>
 #include <kjit/elementwise.hpp>
+#include <kjit/op_timing.hpp>
 #include <kjit/output_check.hpp>
 #include <kjit/registry.hpp>
 #include <kjit/runtime_op.hpp>
