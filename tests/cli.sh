@@ -435,6 +435,18 @@ warm-graph)  # kjit warm --graph: exactly the kernels a model runs, and its laye
   expect 2 "$kjit" warm --graph "$dir/graph.json" --kernel axpby --arch sm_90 --cache-dir "$dir/c"
   contains "give one of them"
   ;;
+keygen)  # a signing key pair for the remote tier: the secret 0600, the public line printed, nothing overwritten
+  expect 0 "$kjit" keygen fleet-1 --dir "$dir"
+  [[ $(stat -c %a "$dir/fleet-1.secret") == 600 ]] || fail "the secret key is not mode 0600"
+  [[ $(head -1 <<<"$out") == "$(cat "$dir/fleet-1.public")" ]] || fail "the printed line is not the public key: $out"
+  grep -qE '^fleet-1:[A-Za-z0-9+/]{43}=$' "$dir/fleet-1.public" || fail "not a NAME:BASE64 public key"
+  secret=$(cat "$dir/fleet-1.secret")
+  expect 2 "$kjit" keygen fleet-1 --dir "$dir"
+  contains "it exists (kjit keygen never overwrites a key)"
+  [[ $(cat "$dir/fleet-1.secret") == "$secret" ]] || fail "the secret key changed"
+  expect 2 "$kjit" keygen "fleet 2" --dir "$dir"
+  contains "'fleet 2' is no key name"
+  ;;
 model)  # a graph planned and its weights checked without a GPU; model run finds their errors before asking for one
   small_graph >"$dir/graph.json"
   expect 0 "$kjit" model plan "$dir/graph.json" --batch 4 --arch sm_90

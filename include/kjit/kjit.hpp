@@ -10,6 +10,7 @@
 #include <kjit/kernel.hpp>
 #include <kjit/log.hpp>
 #include <kjit/runtime.hpp>
+#include <kjit/signing.hpp>
 #include <kjit/tuning.hpp>
 #include <kjit/typed_kernel.hpp>
 // Ops: the RuntimeOp interface and the shipped kernel families.

@@ -155,5 +155,6 @@ void add_ptx(CLI::App& app, int& exit_code);
 void add_run_and_tune(CLI::App& app, int& exit_code);
 void add_cache(CLI::App& app, int& exit_code);
 void add_model(CLI::App& app, int& exit_code);
+void add_keygen(CLI::App& app, int& exit_code);
 
 }  // namespace kjit::cli

@@ -156,6 +156,7 @@ int main(int argc, char** argv) {
     add_run_and_tune(app, exit_code);
     add_cache(app, exit_code);
     add_model(app, exit_code);
+    add_keygen(app, exit_code);
     if (const std::string unknown = unknown_subcommand(app, argc, argv); !unknown.empty()) {
         std::fprintf(stderr, "kjit: %s\n", unknown.c_str());
         return usage;
