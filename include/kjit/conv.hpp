@@ -388,7 +388,8 @@ private:
                                                                                        const Conv2dShape& shape,
                                                                                        const DeviceTraits& device);
 /// dispatch_conv2d_bn_silu_nhwc, preferring a winner `kjit tune --channels-last` stored in `cache`
-/// for this layer, device name and arch (under the family name "conv2d_bn_silu_nhwc").
+/// for this layer, device name, arch and driver (under the family name "conv2d_bn_silu_nhwc")
+/// whose kernel source is unchanged.
 [[nodiscard]] std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu_nhwc(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                                      const Device& device, Cache& cache);
 /// The channels-last op's candidates as configuration text ("NHWC=1 BLOCK_M=128 BLOCK_N=64
@@ -541,7 +542,8 @@ enum class Conv2dLayout { nchw, nhwc };
 /// own layout (a winner naming the other layout's kernel is ignored, with a warning).
 [[nodiscard]] const char* conv2d_tuned_family(Conv2dLayout layout) noexcept;
 /// dispatch_conv2d_bn_silu, preferring a winner `kjit tune` stored in `cache` for this layer,
-/// device name and arch.
+/// device name, arch and driver whose kernel source is unchanged: pick_conv2d_bn_silu
+/// (kjit/conv_tuner.hpp) without the autotune policy, and without a stream.
 [[nodiscard]] std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
                                                                 const Device& device, Cache& cache);
 

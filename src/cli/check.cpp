@@ -362,29 +362,20 @@ int check_on_gpu(const CheckOptions& o, const std::vector<std::string>& families
     if (!conv && o.layer.given() && o.op != "maxpool2d" &&
         (o.layer.kernel_size != std::vector<int>{1, 1} || o.layer.stride != 1 || o.layer.pad || o.layer.groups != 1))
         throw UsageError(fmt::format("{} takes no --kernel-size, --stride, --pad or --groups", o.op));
-    // What is wrong with the input is said before a GPU is asked for.
+    // What is wrong with the input is said before a GPU is asked for. The configurations are the
+    // local device's where there is one (checking_device), so they need not be listed again.
     std::vector<Input> inputs;
     std::vector<Trial> trials;
-    const DeviceTraits checking = checking_device();
-    if (conv) conv_trials(o, families.size() == 1 ? families[0] : o.op, checking, inputs, trials);
+    if (conv) conv_trials(o, families.size() == 1 ? families[0] : o.op, checking_device(), inputs, trials);
     else elementwise_trials(o, o.op, inputs, trials);
 
-    const auto none_left = [&] {
-        if (trials.empty())
-            throw UsageError(fmt::format(
-                "no configuration of {} takes {}{}", o.op,
-                o.layer.given() || !o.shapes_file.empty() ? "the layers given" : "its built-in layers",
-                o.config.empty() ? ""
-                                 : fmt::format(" and holds {} (kjit tune lists a layer's)", fmt::join(o.config, " "))));
-    };
-    none_left();
+    if (trials.empty())
+        throw UsageError(fmt::format(
+            "no configuration of {} takes {}{}", o.op,
+            o.layer.given() || !o.shapes_file.empty() ? "the layers given" : "its built-in layers",
+            o.config.empty() ? ""
+                             : fmt::format(" and holds {} (kjit tune lists a layer's)", fmt::join(o.config, " "))));
     const Device device = gpu_or_explain("check");
-    const DeviceTraits traits = DeviceTraits::of(device);
-    if (conv) {  // the configurations of this device (sm_90's TMA kernels, its shared memory)
-        inputs.clear(), trials.clear();
-        conv_trials(o, families.size() == 1 ? families[0] : o.op, traits, inputs, trials);
-        none_left();
-    }
     Runtime& rt = runtime(o.common);
     const auto started = std::chrono::steady_clock::now();
     const auto [kernels, compiled, failed] = compile_trials(trials, rt, device.arch(), o.jobs);

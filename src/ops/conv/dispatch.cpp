@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 #include <kjit/conv.hpp>
-#include <kjit/driver.hpp>
 #include <kjit/tuning.hpp>
 
 #include "jit/log.hpp"
@@ -385,27 +384,5 @@ std::unique_ptr<Conv2dOp> tuned_conv2d_op(Conv2dLayout layout, const Conv2dAttrs
 }
 
 }  // namespace detail
-
-namespace {
-
-/// The cache-aware dispatches' winner, for this device.
-std::unique_ptr<Conv2dOp> tuned_op(Conv2dLayout layout, const Conv2dAttrs& a, const Conv2dShape& s,
-                                   const Device& device, Cache& cache) {
-    return detail::tuned_conv2d_op(layout, a, s, DeviceTraits::of(device), device.name(), driver_version(), cache);
-}
-
-}  // namespace
-
-std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,
-                                                  Cache& cache) {
-    if (auto op = tuned_op(Conv2dLayout::nchw, a, s, device, cache)) return op;
-    return dispatch_conv2d_bn_silu(a, s, DeviceTraits::of(device));
-}
-
-std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu_nhwc(const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,
-                                                       Cache& cache) {
-    if (auto op = tuned_op(Conv2dLayout::nhwc, a, s, device, cache)) return op;
-    return dispatch_conv2d_bn_silu_nhwc(a, s, DeviceTraits::of(device));
-}
 
 }  // namespace kjit

@@ -192,6 +192,16 @@ PickedConv pick_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const
 
 }  // namespace detail
 
+std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,
+                                                  Cache& cache) {
+    return detail::pick_conv2d_bn_silu(a, s, TuneTarget::of(device), cache, false, false, {}).op;
+}
+
+std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu_nhwc(const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,
+                                                       Cache& cache) {
+    return detail::pick_conv2d_bn_silu(a, s, TuneTarget::of(device, Conv2dLayout::nhwc), cache, false, false, {}).op;
+}
+
 PickedConv pick_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, Runtime& runtime, const Stream& stream,
                                Conv2dLayout layout) {
     const bool autotune = runtime.autotune();
