@@ -447,6 +447,76 @@ keygen)  # a signing key pair for the remote tier: the secret 0600, the public l
   expect 2 "$kjit" keygen "fleet 2" --dir "$dir"
   contains "'fleet 2' is no key name"
   ;;
+remote)  # the fleet tier through the binary, against a redis-server this case starts (and kills by pid)
+  redis-server --port 0 --unixsocket "$dir/redis.sock" --unixsocketperm 700 --save "" --appendonly no \
+    --dir "$dir" >"$dir/redis.log" 2>&1 &
+  redis_pid=$!
+  stop_redis() { { kill -9 $redis_pid && wait $redis_pid; } 2>/dev/null; }
+  trap 'stop_redis; rm -rf "$dir"' EXIT
+  for _ in $(seq 100); do [[ -S "$dir/redis.sock" ]] && break; sleep 0.05; done
+  [[ -S "$dir/redis.sock" ]] || fail "redis-server did not start: $(cat "$dir/redis.log")"
+  mkdir "$dir/keys"
+  expect 0 "$kjit" keygen fleet-1 --dir "$dir/keys"
+  work=(warm --arch sm_90 --kernel axpby --kernel add --kernel maxpool2d --kernel upsample_nearest2d)
+  expect 0 "$kjit" "${work[@]}" --cache-dir "$dir/alone"
+  total=$(grep -oE '^[0-9]+ compiled' <<<"$out" | cut -d' ' -f1)
+  (( total > 4 )) || fail "too little work to shard: $out"
+  writer=(env KJIT_REMOTE="unix://$dir/redis.sock" KJIT_REMOTE_MODE=read-write KJIT_SIGNING_KEY="$dir/keys/fleet-1.secret")
+  reader=(env KJIT_REMOTE="unix://$dir/redis.sock" KJIT_TRUSTED_KEYS="$dir/keys/fleet-1.public")
+  # Two build boxes warm their halves at once; each compiles and publishes only its own.
+  "${writer[@]}" "$kjit" "${work[@]}" --shard 1/2 --cache-dir "$dir/box1" >"$dir/box1.out" 2>&1 &
+  box1=$!
+  "${writer[@]}" "$kjit" "${work[@]}" --shard 2/2 --cache-dir "$dir/box2" >"$dir/box2.out" 2>&1 ||
+    fail "shard 2/2: $(cat "$dir/box2.out")"
+  wait $box1 || fail "shard 1/2: $(cat "$dir/box1.out")"
+  c1=$(grep -oE '^[0-9]+ compiled' "$dir/box1.out" | cut -d' ' -f1)
+  c2=$(grep -oE '^[0-9]+ compiled' "$dir/box2.out" | cut -d' ' -f1)
+  (( c1 > 0 && c2 > 0 && c1 + c2 == total )) || fail "shards compiled $c1 + $c2, not $total"
+  grep -qF "published $c1 to unix://$dir/redis.sock (read-write, signing as fleet-1)" "$dir/box1.out" ||
+    fail "shard 1/2 did not say what it published: $(cat "$dir/box1.out")"
+  # A GPU server with an empty cache compiles nothing, and keeps what it fetched.
+  expect 0 "${reader[@]}" "$kjit" "${work[@]}" --cache-dir "$dir/server"
+  contains "0 compiled, $total from the remote, 0 already cached, 0 failed"
+  expect 0 "${reader[@]}" "$kjit" cache stats --cache-dir "$dir/server"
+  contains "remote unix://$dir/redis.sock (read-only, trusting 1 keys): $total hits, 0 misses, 0 errors"
+  expect 0 "$kjit" cache stats --cache-dir "$dir/server" --json
+  contains "\"hits\": $total"
+  expect 0 "$kjit" "${work[@]}" --cache-dir "$dir/server"
+  contains "0 compiled, $total already cached"
+  # Two boxes warming everything at once compile each kernel once between them.
+  "${writer[@]}" "$kjit" "${work[@]}" --cache-dir "$dir/box3" >"$dir/box3.out" 2>&1 &
+  box3=$!
+  "${writer[@]}" "$kjit" "${work[@]}" --cache-dir "$dir/box4" >"$dir/box4.out" 2>&1 || fail "$(cat "$dir/box4.out")"
+  wait $box3 || fail "$(cat "$dir/box3.out")"
+  grep -qE "^0 compiled, $total from the remote" "$dir/box3.out" || fail "box 3 compiled: $(cat "$dir/box3.out")"
+  grep -qE "^0 compiled, $total from the remote" "$dir/box4.out" || fail "box 4 compiled: $(cat "$dir/box4.out")"
+  # push and pull: a cache made before the fleet goes up, another machine takes it whole.
+  expect 0 "$kjit" warm --arch sm_80 --kernel axpby --cache-dir "$dir/old"
+  old=$(grep -oE '^[0-9]+ compiled' <<<"$out" | cut -d' ' -f1)
+  expect 0 "${writer[@]}" "$kjit" cache push --cache-dir "$dir/old"
+  contains "pushed $old entries and 0 tuned winners to unix://$dir/redis.sock"
+  expect 0 "${reader[@]}" "$kjit" cache pull --cache-dir "$dir/new"
+  contains "pulled $((old + total)) entries and 0 tuned winners from unix://$dir/redis.sock (read-only, trusting 1 keys) (0 already here)"
+  expect 0 "${reader[@]}" "$kjit" cache pull --cache-dir "$dir/new" --json
+  contains '"entries": 0'
+  expect 2 "${reader[@]}" "$kjit" cache push --cache-dir "$dir/new"
+  contains "is read-only here: set KJIT_REMOTE_MODE=read-write"
+  # Wrong settings are usage errors that say what to set; a server that is not there is a warning.
+  expect 2 "$kjit" cache pull --cache-dir "$dir/new"
+  contains "no remote cache to pull from: set KJIT_REMOTE"
+  expect 2 "$kjit" "${work[@]}" --shard 3/2 --cache-dir "$dir/new"
+  contains "--shard 3/2: write I/N with 1 <= I <= N"
+  expect 2 env KJIT_REMOTE=redis:/typo "$kjit" "${work[@]}" --cache-dir "$dir/new"
+  contains "remote cache address 'redis:/typo'"
+  expect 2 env KJIT_REMOTE="unix://$dir/redis.sock" "$kjit" "${work[@]}" --cache-dir "$dir/new"
+  contains "set KJIT_TRUSTED_KEYS"
+  stop_redis
+  expect 0 "${reader[@]}" "$kjit" "${work[@]}" --arch sm_87 --cache-dir "$dir/new"
+  contains "working without it"
+  contains "0 failed"
+  expect 1 "${writer[@]}" "$kjit" warm --arch sm_86 --kernel axpby --cache-dir "$dir/new"
+  contains "reached the remote cache"
+  ;;
 model)  # a graph planned and its weights checked without a GPU; model run finds their errors before asking for one
   small_graph >"$dir/graph.json"
   expect 0 "$kjit" model plan "$dir/graph.json" --batch 4 --arch sm_90

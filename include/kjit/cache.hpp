@@ -53,6 +53,23 @@ struct ImportReport {
     std::size_t winners = 0;   ///< tuned winners added (one for a key this cache has stays as it is)
 };
 
+/// What the remote tier (kjit/remote.hpp) did: one process's counts, and the totals a cache file
+/// keeps of every process that used it (`kjit cache stats`).
+struct RemoteCounters {
+    std::uint64_t hits = 0;        ///< entries fetched and verified
+    std::uint64_t misses = 0;      ///< lookups that found nothing (a writer looks again after it claims)
+    std::uint64_t errors = 0;      ///< failed exchanges (refused, broken, garbage, denied)
+    std::uint64_t timeouts = 0;    ///< exchanges the server did not answer in time
+    std::uint64_t rejected = 0;    ///< values refused: unsigned, untrusted, wrongly signed, damaged
+    std::uint64_t skipped = 0;     ///< exchanges not tried while the circuit breaker was open
+    std::uint64_t published = 0;   ///< entries written to the server
+    std::uint64_t bytes_down = 0;  ///< value bytes read
+    std::uint64_t bytes_up = 0;    ///< value bytes written
+    RemoteCounters& operator+=(const RemoteCounters& other) noexcept;
+    friend RemoteCounters operator-(RemoteCounters a, const RemoteCounters& b) noexcept;
+    friend bool operator==(const RemoteCounters&, const RemoteCounters&) = default;
+};
+
 /// The kernel cache. Thread-safe. Never throws for a database it cannot use: it then keeps
 /// entries in memory for the life of the object and logs one warning saying why.
 class Cache {
@@ -98,6 +115,12 @@ public:
 
     /// Every entry, blobs included (the caller may drop them).
     [[nodiscard]] std::vector<CacheEntry> entries();
+    /// The key of every entry.
+    [[nodiscard]] std::vector<CacheKey> keys();
+    /// Adds one process's remote-tier counts to the totals the file keeps.
+    void add_remote_counters(const RemoteCounters& counts);
+    /// The totals the file keeps (zero for a file no remote tier has used).
+    [[nodiscard]] RemoteCounters remote_counters();
     /// What this cache found wrong with its file since it opened it, one line each: a damaged
     /// file set aside (and where it went: "damaged (…): moved it to …"), or why it works from
     /// memory ("unusable (…)"). Empty while the file is sound. Needs no database.

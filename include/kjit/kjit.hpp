@@ -9,6 +9,7 @@
 #include <kjit/error.hpp>
 #include <kjit/kernel.hpp>
 #include <kjit/log.hpp>
+#include <kjit/remote.hpp>
 #include <kjit/runtime.hpp>
 #include <kjit/signing.hpp>
 #include <kjit/tuning.hpp>

@@ -13,6 +13,7 @@
 #include <kjit/compile.hpp>
 #include <kjit/driver.hpp>
 #include <kjit/kernel.hpp>
+#include <kjit/remote.hpp>
 
 namespace kjit {
 
@@ -27,9 +28,9 @@ struct LaunchConfig {
 };
 
 /// Where a compiled kernel came from.
-enum class Origin { memory, cache, compiled };
+enum class Origin { memory, cache, remote, compiled };
 
-/// A compiled kernel (from either cache tier or NVRTC).
+/// A compiled kernel (from a cache tier or NVRTC).
 struct CompileResult {
     std::shared_ptr<const CacheEntry> entry;
     Origin origin;
@@ -57,6 +58,7 @@ struct LoadedKernel {
 struct RuntimeStats {
     std::uint64_t memory_hits = 0;  ///< served by the in-process map
     std::uint64_t cache_hits = 0;   ///< served by SQLite
+    std::uint64_t remote_hits = 0;  ///< served by the remote tier (and stored into SQLite)
     std::uint64_t compiles = 0;     ///< NVRTC runs
     std::uint64_t loads = 0;        ///< modules loaded onto a device
 };
@@ -65,7 +67,11 @@ struct RuntimeStats {
 /// may make their own over another cache directory. Thread-safe.
 class Runtime {
 public:
+    /// The runtime over `cache_directory`, with the remote tier KJIT_REMOTE names, if any
+    /// (RemoteOptions::from_environment; UsageError when its settings are wrong).
     explicit Runtime(const std::filesystem::path& cache_directory);
+    /// The runtime over `cache_directory` with this remote tier (none: SQLite alone).
+    Runtime(const std::filesystem::path& cache_directory, std::optional<RemoteOptions> remote);
     ~Runtime();
     Runtime(const Runtime&) = delete;
     Runtime& operator=(const Runtime&) = delete;
@@ -74,8 +80,10 @@ public:
     /// are not unloaded after the driver has shut down.
     static Runtime& global();
 
-    /// The compiled kernel for `options`: from memory, else SQLite, else NVRTC (stored).
-    /// Concurrent calls for one missing key run NVRTC once. Needs no GPU.
+    /// The compiled kernel for `options`: from memory, else SQLite, else the remote tier (stored
+    /// into SQLite), else NVRTC (stored, and published by a read-write remote). Concurrent calls
+    /// for one missing key run NVRTC once — across processes sharing the database, and across
+    /// machines sharing a read-write remote. Needs no GPU.
     [[nodiscard]] CompileResult compile(const Kernel& kernel, const CompileOptions& options);
     /// compile(), but where another live process holds the claim to compile this key (it is
     /// compiling it now), nothing instead of waiting for its entry: a caller with other work
@@ -102,6 +110,12 @@ public:
 
     [[nodiscard]] RuntimeStats stats() const noexcept;
     [[nodiscard]] Cache& cache() noexcept;
+    /// The remote tier, or null.
+    [[nodiscard]] RemoteCache* remote() noexcept;
+    /// Waits (up to `timeout`) for the remote tier's queued publishes, then adds its counters
+    /// since the last call to the cache file's totals (`kjit cache stats`). The destructor and
+    /// global()'s exit handler do this; a tool that reports what it published calls it first.
+    void settle_remote(std::chrono::milliseconds timeout) noexcept;
 
     /// The tuning policy: whether a conv layer with no stored winner is tuned the first time
     /// dispatch_conv2d_bn_silu(…, runtime, stream) meets it (kjit/conv_tuning.hpp) rather than

@@ -1,4 +1,4 @@
-// kjit cache: stats, ls, verify, clear, prune, export, import.
+// kjit cache: stats, ls, verify, clear, prune, export, import, push, pull.
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -86,8 +86,16 @@ Cache& existing_cache(const Common& common, std::string_view verb) {
     return runtime(common).cache();
 }
 
+nlohmann::json counters_json(const RemoteCounters& c) {
+    return {{"hits", c.hits},           {"misses", c.misses},         {"errors", c.errors},
+            {"timeouts", c.timeouts},   {"rejected", c.rejected},     {"skipped", c.skipped},
+            {"published", c.published}, {"bytes_down", c.bytes_down}, {"bytes_up", c.bytes_up}};
+}
+
 int stats(const CacheOptions& o) {
     auto& cache = existing_cache(o.common, "count");
+    const RemoteCounters remote = cache.remote_counters();
+    RemoteCache* configured = runtime(o.common).remote();
     const auto entries = cache.entries();
     struct Totals {
         std::size_t entries = 0;
@@ -107,13 +115,15 @@ int stats(const CacheOptions& o) {
             for (const auto& [k, t] : m) j[k] = {{"entries", t.entries}, {"bytes", t.bytes}, {"hits", t.hits}};
             return j;
         };
-        const nlohmann::json j{{"path", cache.path().string()},
-                               {"entries", all.entries},
-                               {"bytes", all.bytes},
-                               {"hits", all.hits},
-                               {"by_arch", group(by_arch)},
-                               {"by_kernel", group(by_kernel)},
-                               {"tuned", tuned_configs(cache).size()}};
+        const nlohmann::json j{
+            {"path", cache.path().string()},
+            {"entries", all.entries},
+            {"bytes", all.bytes},
+            {"hits", all.hits},
+            {"by_arch", group(by_arch)},
+            {"by_kernel", group(by_kernel)},
+            {"tuned", tuned_configs(cache).size()},
+            {"remote", {{"address", configured ? configured->describe() : ""}, {"counters", counters_json(remote)}}}};
         fmt::print("{}\n", j.dump(2));
         return ok;
     }
@@ -122,7 +132,57 @@ int stats(const CacheOptions& o) {
     for (const auto* group : {&by_arch, &by_kernel})
         for (const auto& [name, t] : *group)
             fmt::print("  {:<36} {:>6} entries {:>9.1f} MB {:>8} hits\n", name, t.entries, t.bytes / 1e6, t.hits);
+    if (configured || !(remote == RemoteCounters{}))
+        fmt::print(
+            "remote {}: {} hits, {} misses, {} errors, {} time-outs, {} rejected, {} skipped (breaker open), "
+            "{} published, {:.1f} MB down, {:.1f} MB up (every process that used this cache)\n",
+            configured ? configured->describe() : std::string("(not configured now)"), remote.hits, remote.misses,
+            remote.errors, remote.timeouts, remote.rejected, remote.skipped, remote.published, remote.bytes_down / 1e6,
+            remote.bytes_up / 1e6);
     return ok;
+}
+
+/// The remote tier a push or pull talks to: KJIT_REMOTE's.
+RemoteCache& configured_remote(const Common& common, std::string_view verb) {
+    RemoteCache* remote = runtime(common).remote();
+    if (!remote)
+        throw UsageError(
+            fmt::format("no remote cache to {}: set KJIT_REMOTE=redis://HOST:PORT (or unix:///SOCKET), "
+                        "with KJIT_REMOTE_MODE=read-write and KJIT_SIGNING_KEY to push, "
+                        "KJIT_TRUSTED_KEYS to pull",
+                        verb));
+    return *remote;
+}
+
+/// kjit cache push / pull: what moved, and how fast.
+int transfer(const CacheOptions& o, bool push) {
+    Runtime& rt = runtime(o.common);
+    RemoteCache& remote = configured_remote(o.common, push ? "push to" : "pull from");
+    const RemoteCache::Transfer t = push ? remote.push(rt.cache()) : remote.pull(rt.cache());
+    rt.settle_remote(std::chrono::milliseconds(0));
+    if (o.common.json) {
+        fmt::print("{}\n", nlohmann::json{{"remote", remote.describe()},
+                                          {"entries", t.entries},
+                                          {"present", t.present},
+                                          {"rejected", t.rejected},
+                                          {"winners", t.winners},
+                                          {"bytes", t.bytes},
+                                          {"seconds", t.seconds}}
+                               .dump(2));
+    } else {
+        const double seconds = std::max(t.seconds, 1e-9);
+        fmt::print(
+            "{} {} entries and {} tuned winners {} {} ({} already {}), {:.1f} MB in {:.2f} s "
+            "({:.0f} entries/s, {:.1f} MB/s)\n",
+            push ? "pushed" : "pulled", t.entries, t.winners, push ? "to" : "from", remote.describe(), t.present,
+            push ? "there" : "here", t.bytes / 1e6, t.seconds, t.entries / seconds, t.bytes / 1e6 / seconds);
+        if (t.rejected)
+            fmt::print(stderr, "kjit: {} {}\n", t.rejected,
+                       push ? "entries failing their checksums here were not pushed (`kjit cache verify` names them)"
+                            : "values failed verification and were not stored (see the warning above; "
+                              "check KJIT_TRUSTED_KEYS and who writes to the server)");
+    }
+    return t.rejected ? failure : ok;
 }
 
 /// kjit cache ls --tuned: every tuned winner and what it holds for.
@@ -279,6 +339,10 @@ void add_cache(CLI::App& app, int& exit_code) {
         ->add_option("file", o.file, "Cache file written by kjit cache export")
         ->required()
         ->check(CLI::ExistingFile);
+    sub("push", "Publish every entry and tuned winner the remote cache (KJIT_REMOTE) lacks, signed", true,
+        [](const CacheOptions& opts) { return transfer(opts, true); });
+    sub("pull", "Store every verified entry and tuned winner of the remote cache (KJIT_REMOTE) this one lacks", true,
+        [](const CacheOptions& opts) { return transfer(opts, false); });
 }
 
 }  // namespace kjit::cli

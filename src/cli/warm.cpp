@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -21,7 +22,31 @@ struct WarmOptions {
     unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
     std::string graph;
     std::vector<int> batches{1};
+    std::string shard;  ///< "I/N": only the I-th of N slices of the work
 };
+
+/// The I-th (1-based) of N slices of `work`, for N build boxes warming one remote cache: every box
+/// orders the list alike (by kernel id, then arch) and takes every N-th job from its own start.
+void keep_shard(CompileJobs& work, std::string_view shard) {
+    unsigned index = 0, count = 0;
+    const auto slash = shard.find('/');
+    const auto number = [](std::string_view text, unsigned& out) {
+        return !text.empty() &&
+               std::from_chars(text.data(), text.data() + text.size(), out).ptr == text.data() + text.size();
+    };
+    if (slash == std::string_view::npos || !number(shard.substr(0, slash), index) ||
+        !number(shard.substr(slash + 1), count) || count == 0 || index == 0 || index > count)
+        throw UsageError(
+            fmt::format("--shard {}: write I/N with 1 <= I <= N, e.g. --shard 2/4 on the second of four "
+                        "build boxes",
+                        shard));
+    std::ranges::sort(work.jobs, [](const CompileJob& a, const CompileJob& b) {
+        return std::pair(a.kernel->id(), a.arch.name()) < std::pair(b.kernel->id(), b.arch.name());
+    });
+    std::vector<CompileJob> mine;
+    for (std::size_t i = index - 1; i < work.jobs.size(); i += count) mine.push_back(work.jobs[i]);
+    work.jobs = std::move(mine);
+}
 
 /// The kernels a graph runs at each batch size on each arch's usual part (planning_device): each
 /// node's launches, and for its conv layers every configuration a stored tuned winner names for
@@ -77,14 +102,15 @@ int warm(const WarmOptions& o) {
     if (archs.empty()) archs.push_back(local_arch_or_explain("compile"));
     if (!o.graph.empty() && !o.kernels.empty())
         throw UsageError("--graph warms the kernels a model runs; --kernel warms a family: give one of them");
-    const CompileJobs work = o.graph.empty() ? compile_jobs(o.kernels, archs)
-                                             : graph_compile_jobs(o, archs, runtime(o.common).cache());
+    CompileJobs work = o.graph.empty() ? compile_jobs(o.kernels, archs)
+                                       : graph_compile_jobs(o, archs, runtime(o.common).cache());
+    if (!o.shard.empty()) keep_shard(work, o.shard);
     const auto& jobs = work.jobs;
     const std::size_t other_arch = work.other_arch;
 
     Runtime& rt = runtime(o.common);
     const bool tty = isatty(STDOUT_FILENO) && !o.common.json;
-    std::size_t done = 0, compiled = 0, cached = 0;
+    std::size_t done = 0, compiled = 0, cached = 0, fetched = 0;
     std::vector<std::string> failed;
     const auto started = std::chrono::steady_clock::now();
     auto report = [&](const CompileJob& job, const std::string& what) {
@@ -110,18 +136,24 @@ int warm(const WarmOptions& o) {
             return;
         }
         const auto& r = *c.result;
-        ++(r.origin == Origin::compiled ? compiled : cached);
+        ++(r.origin == Origin::compiled ? compiled : r.origin == Origin::remote ? fetched : cached);
         report(*c.job, fmt::format("{:>10}  {:>3} registers",
                                    r.origin == Origin::compiled ? fmt::format("{:.0f} ms", r.entry->compiled.compile_ms)
+                                   : r.origin == Origin::remote ? std::string("remote hit")
                                                                 : std::string("hit"),
                                    r.entry->compiled.resources.registers));
     });
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (tty) fmt::print("\n");
+    // What this warm compiled is written to a read-write remote before the warm reports.
+    RemoteCache* remote = rt.remote();
+    if (remote) rt.settle_remote(std::chrono::minutes(1));
+    const RemoteCounters remote_counts = remote ? remote->counters() : RemoteCounters{};
+    const bool publishing = remote && remote->options().mode == RemoteMode::read_write;
     // A warm ships what is in the file: where the cache fell back to memory, count what the file
     // holds of what this warm produced.
     Cache& cache = rt.cache();
-    const std::size_t produced = compiled + cached;
+    const std::size_t produced = compiled + cached + fetched;
     std::size_t stored = produced;
     if (!cache.persistent()) {
         std::vector<CacheKey> keys;
@@ -131,15 +163,23 @@ int warm(const WarmOptions& o) {
     const std::vector<std::string> incidents = cache.incidents();
     if (o.common.json) {
         nlohmann::json j{
-            {"compiled", compiled},     {"cached", cached},   {"stored", stored}, {"failed", failed},
-            {"other_arch", other_arch}, {"seconds", seconds}, {"jobs", threads},  {"cache", cache.path().string()}};
+            {"compiled", compiled},        {"cached", cached},   {"stored", stored}, {"failed", failed},
+            {"other_arch", other_arch},    {"seconds", seconds}, {"jobs", threads},  {"cache", cache.path().string()},
+            {"jobs_in_shard", jobs.size()}};
+        if (remote)
+            j["remote"] = {{"address", remote->describe()},
+                           {"fetched", fetched},
+                           {"published", remote_counts.published},
+                           {"errors", remote_counts.errors + remote_counts.timeouts},
+                           {"rejected", remote_counts.rejected}};
         fmt::print("{}\n", j.dump(2));
     } else {
         for (const auto& f : failed) fmt::print(stderr, "kjit: failed: {}\n", f);
-        fmt::print("{} compiled, {} already cached, {} failed in {:.1f} s ({} jobs){}\n", compiled, cached,
-                   failed.size(), seconds, threads,
+        fmt::print("{} compiled, {}{} already cached, {} failed in {:.1f} s ({} jobs){}\n", compiled,
+                   remote ? fmt::format("{} from the remote, ", fetched) : "", cached, failed.size(), seconds, threads,
                    stored == produced ? " into " + cache.path().string()
                                       : fmt::format("; {} of them stored in {}", stored, cache.path().string()));
+        if (publishing) fmt::print("published {} to {}\n", remote_counts.published, remote->describe());
         if (other_arch)
             fmt::print(
                 "{} arch-specific configurations skipped: they are built only for their own arch (sm_90a for "
@@ -153,6 +193,13 @@ int warm(const WarmOptions& o) {
                    stored, produced, cache.path().string(),
                    incidents.empty() ? std::string("see the warning above") : incidents.back());
         return stored == 0 ? usage : failure;  // 2: the cache is unusable; 1: partly stored
+    }
+    if (publishing && remote_counts.published < compiled) {
+        fmt::print(stderr,
+                   "kjit: only {} of the {} kernels compiled here reached the remote cache {} ({} errors, {} "
+                   "time-outs; see the warning above): warm again, or `kjit cache push` once it answers\n",
+                   remote_counts.published, compiled, remote->describe(), remote_counts.errors, remote_counts.timeouts);
+        return failure;
     }
     return failed.empty() ? ok : failure;
 }
@@ -173,6 +220,9 @@ void add_warm(CLI::App& app, int& exit_code) {
     sub->add_option("--batch", o.batches, "With --graph: the batch sizes it runs at (repeatable; default 1)")
         ->check(positive_int);
     sub->add_option("-j,--jobs", o.jobs, "Parallel compiles (default: the core count)")->check(positive_int);
+    sub->add_option("--shard", o.shard,
+                    "I/N: only the I-th of N slices of the work, so N build boxes warm one remote cache (KJIT_REMOTE) "
+                    "together");
     sub->callback([&exit_code] { exit_code = warm(o); });
 }
 

@@ -52,14 +52,25 @@ bool dependent_launches_allowed() {
 
 }  // namespace
 
+/// How long a remote claim stands: its owner compiles one kernel, then publishes it.
+constexpr std::chrono::seconds remote_claim_lifetime{120};
+
 struct Runtime::Impl {
-    explicit Impl(const std::filesystem::path& dir) : cache(dir) {}
+    Impl(const std::filesystem::path& dir, std::optional<RemoteOptions> remote_options) : cache(dir) {
+        if (remote_options) remote.emplace(*std::move(remote_options));
+    }
+    ~Impl() {
+        if (remote) settle_remote(remote->options().operation_timeout);
+    }
 
     const std::uint64_t id = next_runtime_id++;
     Cache cache;
+    std::optional<RemoteCache> remote;
+    std::mutex settle_mutex;
+    RemoteCounters recorded;  // what settle_remote has added to the file's totals
     detail::SingleFlight<CacheKey, std::shared_ptr<const CacheEntry>, detail::CacheKeyHash> compiled;
     detail::SingleFlight<DeviceKey, std::shared_ptr<const LoadedKernel>, DeviceKeyHash> loaded;
-    std::atomic<std::uint64_t> memory_hits{0}, cache_hits{0}, compiles{0}, loads{0};
+    std::atomic<std::uint64_t> memory_hits{0}, cache_hits{0}, remote_hits{0}, compiles{0}, loads{0};
     std::atomic<bool> autotune{detail::env_flag("KJIT_AUTOTUNE", false)};
 
     /// Thrown through `compiled` where a caller that does not wait meets another process's
@@ -95,17 +106,26 @@ struct Runtime::Impl {
                 origin = Origin::cache;
                 return hit;
             }
-            origin = Origin::compiled;
+            // This process holds the local claim: the remote tier next, then NVRTC.
+            bool remote_claim = false;
             try {
+                if (auto hit = remote_entry(kernel, options, key, claims, remote_claim)) {
+                    origin = Origin::remote;
+                    return hit;
+                }
+                origin = Origin::compiled;
                 auto e = std::make_shared<CacheEntry>(
                     make_cache_entry(kernel, options, kjit::compile(kernel, options)));
                 ++compiles;
                 cache.store(*e);  // releases the claim
                 detail::debug(
                     fmt::format("compiled {} for {} in {:.1f} ms", kernel.id(), e->arch, e->compiled.compile_ms));
-                return std::shared_ptr<const CacheEntry>(std::move(e));
+                std::shared_ptr<const CacheEntry> stored(std::move(e));
+                if (remote) remote->publish(stored);  // releases the remote claim once written
+                return stored;
             } catch (...) {
                 cache.release(key);  // let another process try (and report its own error)
+                if (remote_claim) remote->release(key);
                 throw;
             }
         });
@@ -142,6 +162,61 @@ struct Runtime::Impl {
                     announced = true;
                     std::this_thread::sleep_for(poll);
             }
+        }
+    }
+
+    /// The entry from the remote tier (verified, then stored into SQLite), or null once this
+    /// process may compile it: the remote has no entry and this process holds the remote claim
+    /// (`claimed`), or there is no claim to be had (a reader, the server unreachable). While
+    /// another machine holds the claim, waits for its entry — or, with Claims::pass, throws
+    /// ClaimedElsewhere.
+    std::shared_ptr<const CacheEntry> remote_entry(const Kernel& kernel, const CompileOptions& options,
+                                                   const CacheKey& key, Claims claims, bool& claimed) {
+        if (!remote) return nullptr;
+        const auto fetched = [&]() -> std::shared_ptr<const CacheEntry> {
+            auto hit = remote->fetch(key);
+            if (!hit) return nullptr;
+            ++remote_hits;
+            detail::debug(fmt::format("remote hit {} ({}) for {}", kernel.id(), key.hex(), options.arch.name()));
+            cache.store(*hit);  // releases the local claim
+            return std::make_shared<const CacheEntry>(*std::move(hit));
+        };
+        auto poll = std::chrono::milliseconds(20);
+        for (bool announced = false;; poll = std::min(poll * 2, std::chrono::milliseconds(500))) {
+            if (auto hit = fetched()) return hit;
+            switch (remote->claim(key, remote_claim_lifetime)) {
+                case RemoteCache::Claim::owned:
+                    // Its last holder may have published and let go between the fetch and the claim.
+                    if (auto hit = fetched()) {
+                        remote->release(key);
+                        return hit;
+                    }
+                    claimed = true;
+                    return nullptr;
+                case RemoteCache::Claim::unshared: return nullptr;
+                case RemoteCache::Claim::held:
+                    if (claims == Claims::pass) throw ClaimedElsewhere{};  // compile() drops the local claim
+                    if (!announced)
+                        detail::debug(fmt::format("{} for {} is being compiled by another machine: waiting",
+                                                  kernel.id(), options.arch.name()));
+                    announced = true;
+                    std::this_thread::sleep_for(poll);
+            }
+        }
+    }
+
+    void settle_remote(std::chrono::milliseconds timeout) noexcept {
+        if (!remote) return;
+        std::lock_guard lock(settle_mutex);
+        try {
+            remote->flush(timeout);
+            const RemoteCounters now = remote->counters();
+            if (const RemoteCounters added = now - recorded; !(added == RemoteCounters{})) {
+                cache.add_remote_counters(added);
+                recorded = now;
+            }
+        } catch (const std::exception& e) {
+            detail::debug(fmt::format("not recording the remote tier's counters: {}", e.what()));
         }
     }
 
@@ -294,13 +369,20 @@ LoadedKernel::LoadedKernel(Module loaded_module, CUfunc_st* entry_function,
       dependent_launch(Arch::parse(entry->arch).number() >= detail::grid_dependency_arch &&
                        dependent_launches_allowed()) {}
 
-Runtime::Runtime(const std::filesystem::path& cache_directory) : impl_(std::make_unique<Impl>(cache_directory)) {}
+Runtime::Runtime(const std::filesystem::path& cache_directory)
+    : Runtime(cache_directory, RemoteOptions::from_environment()) {}
+Runtime::Runtime(const std::filesystem::path& cache_directory, std::optional<RemoteOptions> remote)
+    : impl_(std::make_unique<Impl>(cache_directory, std::move(remote))) {}
 Runtime::~Runtime() = default;
 
 Runtime& Runtime::global() {
     static Runtime* runtime = [] {
         auto* r = new Runtime(Cache::default_directory());  // never destroyed: see header
-        std::atexit([] { global().cache().close(); });      // but its database is closed cleanly
+        std::atexit([] {  // but its publishes are written and its database closed cleanly
+            Runtime& g = global();
+            if (auto* remote = g.remote()) g.settle_remote(remote->options().operation_timeout);
+            g.cache().close();
+        });
         return r;
     }();
     return *runtime;
@@ -366,10 +448,13 @@ void Runtime::launch_packed(const Kernel& kernel, const LoadedKernel& loaded, co
 }
 
 RuntimeStats Runtime::stats() const noexcept {
-    return {impl_->memory_hits.load(), impl_->cache_hits.load(), impl_->compiles.load(), impl_->loads.load()};
+    return {impl_->memory_hits.load(), impl_->cache_hits.load(), impl_->remote_hits.load(), impl_->compiles.load(),
+            impl_->loads.load()};
 }
 
 Cache& Runtime::cache() noexcept { return impl_->cache; }
+RemoteCache* Runtime::remote() noexcept { return impl_->remote ? &*impl_->remote : nullptr; }
+void Runtime::settle_remote(std::chrono::milliseconds timeout) noexcept { impl_->settle_remote(timeout); }
 bool Runtime::autotune() const noexcept { return impl_->autotune; }
 void Runtime::set_autotune(bool on) noexcept { impl_->autotune = on; }
 

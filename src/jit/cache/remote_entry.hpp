@@ -1,4 +1,4 @@
-// A cache entry as the remote tier stores it: an envelope a reader can check before it trusts a
+// A cache entry (or a tuned winner) as the remote tier stores it: an envelope a reader can check before it trusts a
 // byte — magic, format version, the signer's key name, the entry's sizes, the entry compressed
 // (zstd), its BLAKE2b-256 hash, and an Ed25519 signature over the remote key and all of the
 // above, so that a value copied under another key fails. Local bookkeeping (when created, last
@@ -12,6 +12,7 @@
 #include <kjit/cache.hpp>
 
 #include <kjit/signing.hpp>
+#include <kjit/tuning.hpp>
 
 namespace kjit::detail {
 
@@ -26,5 +27,14 @@ struct OpenedEntry {
 };
 [[nodiscard]] OpenedEntry open_entry(std::string_view value, std::string_view remote_key,
                                      std::span<const PublicKey> trusted, const CacheKey& expected);
+
+/// A tuned winner's envelope, as an entry's (another magic, so neither opens as the other).
+[[nodiscard]] std::string seal_winner(const TunedConfig& winner, std::string_view remote_key, const SigningKey& signer);
+struct OpenedWinner {
+    std::optional<TunedConfig> winner;
+    std::string rejected;
+};
+[[nodiscard]] OpenedWinner open_winner(std::string_view value, std::string_view remote_key,
+                                       std::span<const PublicKey> trusted);
 
 }  // namespace kjit::detail

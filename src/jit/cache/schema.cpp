@@ -72,6 +72,10 @@ CREATE TABLE IF NOT EXISTS {0}.tuned_winners (
     created_at INTEGER NOT NULL,
     PRIMARY KEY (kernel, shape, device, arch, driver, source_hash)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS {0}.remote_counters (
+    name TEXT PRIMARY KEY NOT NULL,
+    value INTEGER NOT NULL
+) WITHOUT ROWID;
 )sql",
                        db, fmt::join(columns, ",\n"));
 }

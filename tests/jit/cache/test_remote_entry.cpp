@@ -76,3 +76,21 @@ TEST_CASE("a remote value that is not sound is rejected with the reason, never o
     CHECK(rejected(garbage) == "not a kjit entry (no magic)");
     CHECK(!rejected("kjit.ent" + garbage).empty());
 }
+
+TEST_CASE("a tuned winner's envelope opens unchanged under its name, and never as an entry or under another name") {
+    const SigningKey writer = generate_signing_key("fleet-1");
+    const std::vector<PublicKey> trusted{writer.public_key()};
+    const TunedConfig winner{"conv2d_bn_silu", "n1 c64", "NVIDIA H200", "sm_90", "580.65", "0123abcd", "TMA=1", 17.25};
+    const std::string name = "kjit:1:winner:00aa";
+    const std::string value = detail::seal_winner(winner, name, writer);
+    const auto opened = detail::open_winner(value, name, trusted);
+    REQUIRE(opened.winner);
+    CHECK(opened.winner->config == "TMA=1");
+    CHECK(opened.winner->source_hash == "0123abcd");
+    CHECK(opened.winner->microseconds == 17.25);
+    CHECK(detail::open_winner(value, "kjit:1:winner:00ab", trusted).rejected.find("does not hold") !=
+          std::string::npos);
+    CHECK(detail::open_entry(value, name, trusted, sample_entry(1).key).rejected == "not a kjit entry (no magic)");
+    const std::string entry_value = detail::seal_entry(sample_entry(1), name, writer);
+    CHECK(detail::open_winner(entry_value, name, trusted).rejected == "not a kjit tuned winner (no magic)");
+}
