@@ -97,6 +97,8 @@ public:
     /// Writes the entry in one transaction (replacing any row with the same key), and drops any
     /// claim on its key in the same transaction.
     void store(const CacheEntry& entry);
+    /// store() for each of `entries`, all in one transaction (a pull or an import's batch).
+    void store(std::span<const CacheEntry> entries);
 
     /// Cross-process single-flight for compiles: before compiling a missing key, a process
     /// claims it (a row naming host, pid and an expiry). Others see `held` and wait for the

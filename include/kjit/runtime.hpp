@@ -1,4 +1,4 @@
-// kjit/runtime.hpp — the compile-and-load service: two cache tiers, single-flight, launches.
+// kjit/runtime.hpp — the compile-and-load service: memory, SQLite and (optionally) Redis tiers, single-flight, launches.
 #pragma once
 #include <atomic>
 #include <cstdint>

@@ -141,12 +141,14 @@ void Cache::Impl::insert(const CacheEntry& e) const {
     s.run("writing an entry");
 }
 
-void Cache::Impl::write(const CacheEntry& e) {
+void Cache::Impl::write(std::span<const CacheEntry> entries) {
     Transaction t(*db);
-    insert(e);
-    drop_claim(e.key);  // in the same transaction: waiters see the entry when the claim goes
+    for (const CacheEntry& e : entries) {
+        insert(e);
+        drop_claim(e.key);  // in the same transaction: waiters see the entry when the claim goes
+    }
     t.commit();
-    refused.erase(e.key);
+    for (const CacheEntry& e : entries) refused.erase(e.key);
 }
 
 void Cache::Impl::flush_hits() {
@@ -242,18 +244,20 @@ std::optional<CacheEntry> Cache::find(const CacheKey& key, Blobs blobs) {
     }
 }
 
-void Cache::store(const CacheEntry& entry) {
+void Cache::store(const CacheEntry& entry) { store(std::span(&entry, 1)); }
+
+void Cache::store(std::span<const CacheEntry> entries) {
     std::lock_guard lock(impl_->mutex);
     if (impl_->db && !impl_->read_only) {
         try {
-            impl_->write(entry);
-            impl_->memory.erase(entry.key);
+            impl_->write(entries);
+            for (const CacheEntry& e : entries) impl_->memory.erase(e.key);
             return;
         } catch (const Failure& failure) {
             impl_->recover(failure);
             if (impl_->db) {  // set aside and reopened: store into the fresh database
                 try {
-                    impl_->write(entry);
+                    impl_->write(entries);
                     return;
                 } catch (const Failure& again) {
                     impl_->to_memory(again);
@@ -261,7 +265,7 @@ void Cache::store(const CacheEntry& entry) {
             }
         }
     }
-    impl_->memory.insert_or_assign(entry.key, entry);
+    for (const CacheEntry& e : entries) impl_->memory.insert_or_assign(e.key, e);
 }
 
 void Cache::close() noexcept {

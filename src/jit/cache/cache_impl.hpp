@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -67,7 +68,7 @@ struct Cache::Impl {
     // cache.cpp: the store
     void open();
     std::optional<CacheEntry> read(const CacheKey& key, Blobs blobs);
-    void write(const CacheEntry& e);
+    void write(std::span<const CacheEntry> entries);  ///< in one transaction
     void insert(const CacheEntry& e) const;
     void flush_hits();
     void forget_hits() noexcept;

@@ -555,7 +555,7 @@ RemoteCache::Transfer RemoteCache::push(Cache& cache) {
 RemoteCache::Transfer RemoteCache::pull(Cache& cache) {
     Impl& r = *impl_;
     Transfer t = r.transfer("pull from", [&](RedisConnection& c, Transfer& t) {
-        // Reads the values of `names` in batches and hands each to `take(name, value)`.
+        // Reads the values of `names` in batches and hands each to `take(index, value)`.
         const auto read_all = [&](const std::vector<std::string>& names, auto&& take) {
             for (std::size_t from = 0; from < names.size(); from += batch_size) {
                 const std::size_t to = std::min(names.size(), from + batch_size);
@@ -567,7 +567,7 @@ RemoteCache::Transfer RemoteCache::pull(Cache& cache) {
                     if (v.is_nil()) continue;  // evicted or deleted since the scan
                     if (v.is_error()) throw ServerRefused{std::string(v.text())};
                     t.bytes += v.text().size();
-                    take(names[i], v.text());
+                    take(i, v.text());
                 }
             }
         };
@@ -585,18 +585,23 @@ RemoteCache::Transfer RemoteCache::pull(Cache& cache) {
             wanted.push_back(std::move(name));
             wanted_keys.push_back(key);
         }
-        std::size_t at = 0;
-        read_all(wanted, [&](const std::string& name, std::string_view value) {
-            while (wanted[at] != name) ++at;
-            auto opened = detail::open_entry(value, name, r.trusted, wanted_keys[at]);
+        std::vector<CacheEntry> opened_batch;  // stored a batch per transaction
+        const auto store_batch = [&] {
+            cache.store(opened_batch);
+            t.entries += opened_batch.size();
+            opened_batch.clear();
+        };
+        read_all(wanted, [&](std::size_t i, std::string_view value) {
+            auto opened = detail::open_entry(value, wanted[i], r.trusted, wanted_keys[i]);
             if (!opened.entry) {
-                r.reject(name, opened.rejected);
+                r.reject(wanted[i], opened.rejected);
                 ++t.rejected;
                 return;
             }
-            cache.store(*opened.entry);
-            ++t.entries;
+            opened_batch.push_back(*std::move(opened.entry));
+            if (opened_batch.size() == batch_size) store_batch();
         });
+        store_batch();
         std::set<std::string> local_winners;
         for (const TunedConfig& w : tuned_configs(cache)) local_winners.insert(winner_identity(w));
         const std::string winner_prefix = r.key_of("winner", "");
@@ -605,7 +610,8 @@ RemoteCache::Transfer RemoteCache::pull(Cache& cache) {
             if (local_winners.contains(name.substr(winner_prefix.size()))) continue;
             winner_names.push_back(std::move(name));
         }
-        read_all(winner_names, [&](const std::string& name, std::string_view value) {
+        read_all(winner_names, [&](std::size_t i, std::string_view value) {
+            const std::string& name = winner_names[i];
             auto opened = detail::open_winner(value, name, r.trusted);
             // Signed over its name, so a winner copied under another identity fails above; one signed
             // under a name that is not its identity was never written by kjit.
