@@ -303,13 +303,16 @@ struct RemoteCache::Impl {
 
     std::optional<CacheEntry> fetch(const CacheKey& key) {
         const std::string name = key_of("entry", key.hex());
-        std::lock_guard lock(read_mutex);
-        auto value = exchange(reader, [&](RedisConnection& c) -> std::optional<std::string> {
-            auto reply = c.command({"GET", name});
-            if (reply.is_nil()) return std::nullopt;
-            if (reply.is_error()) throw ServerRefused{std::string(reply.text())};
-            return std::string(reply.text());
-        });
+        // The connection is held for the exchange only: verifying and decompressing run in parallel.
+        const auto value = [&] {
+            std::lock_guard lock(read_mutex);
+            return exchange(reader, [&](RedisConnection& c) -> std::optional<std::string> {
+                auto reply = c.command({"GET", name});
+                if (reply.is_nil()) return std::nullopt;
+                if (reply.is_error()) throw ServerRefused{std::string(reply.text())};
+                return std::string(reply.text());
+            });
+        }();
         if (!value) return std::nullopt;  // counted by exchange
         if (!*value) {
             ++counts.misses;

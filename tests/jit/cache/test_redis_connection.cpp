@@ -42,37 +42,40 @@ TEST_CASE("redis connection: binary-safe values, pipelined replies in order, SCA
     CHECK(c.scan(R"(team\*:*)") == std::vector<std::string>{"team*:x"});
 }
 
+namespace {
+/// The failure `work` throws; a test failure where it throws none.
+template <class Work>
+RedisFailure failure_of(Work&& work) {
+    try {
+        work();
+    } catch (const RedisFailure& f) {
+        return f;
+    }
+    FAIL("no RedisFailure thrown");
+    return {};
+}
+}  // namespace
+
 TEST_CASE("redis connection: refused, denied and timed-out exchanges throw, saying which") {
     RedisServer server;
     detail::RedisEndpoint missing;
     missing.socket_path = "/nonexistent/redis.sock";
-    try {
-        RedisConnection c(missing, std::chrono::milliseconds(100), std::chrono::milliseconds(100));
-        FAIL("connected to a socket that does not exist");
-    } catch (const RedisFailure& f) {
-        CHECK(f.what.find("connecting to /nonexistent/redis.sock") != std::string::npos);
-        CHECK_FALSE(f.timed_out);
-    }
+    const RedisFailure refused = failure_of(
+        [&] { RedisConnection c(missing, std::chrono::milliseconds(100), std::chrono::milliseconds(100)); });
+    CHECK(refused.what.find("connecting to /nonexistent/redis.sock") != std::string::npos);
+    CHECK_FALSE(refused.timed_out);
     detail::RedisEndpoint wrong = server.endpoint();
     wrong.user = "nobody";
     wrong.password = "nothing";
-    try {
-        RedisConnection c(wrong, std::chrono::milliseconds(500), std::chrono::milliseconds(500));
-        FAIL("authenticated as a user that does not exist");
-    } catch (const RedisFailure& f) {
-        CHECK(f.what.find("authenticating to") != std::string::npos);
-        CHECK(f.what.find("as nobody") != std::string::npos);
-    }
+    const RedisFailure denied = failure_of(
+        [&] { RedisConnection c(wrong, std::chrono::milliseconds(500), std::chrono::milliseconds(500)); });
+    CHECK(denied.what.find("authenticating to") != std::string::npos);
+    CHECK(denied.what.find("as nobody") != std::string::npos);
     auto c = server.connect();
     RedisConnection quick(server.endpoint(), std::chrono::milliseconds(500), std::chrono::milliseconds(200));
     server.pause();
     const auto t = std::chrono::steady_clock::now();
-    try {
-        (void)quick.command({"PING"});
-        FAIL("a stopped server answered");
-    } catch (const RedisFailure& f) {
-        CHECK(f.timed_out);
-    }
+    CHECK(failure_of([&] { (void)quick.command({"PING"}); }).timed_out);
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
     CHECK(waited >= 0.19);
     CHECK(waited < 2);
