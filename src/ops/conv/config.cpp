@@ -164,9 +164,10 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
     // Grouped layers: the depthwise kernel summing each group's planes (up to 32 a group) —
     // alone for depthwise layers where a tile fits — for groups of fewer than 16 outputs the
     // direct kernel's tiles, and below, the implicit GEMM's per-group tiles: which is fastest
-    // depends on the shape; `kjit tune` and the bench time all.
-    if (a.groups > 1 && group_in <= DepthwiseGroup::max_in) depthwise_tiles();
-    if (is_depthwise(a, s) && !list.empty()) return list;
+    // depends on the shape; `kjit tune` and the bench time all. A layer of one input channel is
+    // depthwise too (dispatch may pick the kernel), beside the GEMMs.
+    if ((a.groups > 1 || is_depthwise(a, s)) && group_in <= DepthwiseGroup::max_in) depthwise_tiles();
+    if (is_depthwise(a, s) && a.groups > 1 && !list.empty()) return list;
     const bool narrow_groups = a.groups > 1 && s.c_out / a.groups < 16;
     if (narrow_groups || dynamic_cast<const Conv2dBnSiluDirectForward*>(chosen.get()))
         for (const auto& t : Conv2dBnSiluDirectForward::configurations()) list.push_back(direct_config(t));
@@ -201,7 +202,8 @@ std::vector<std::string> conv2d_bn_silu_configurations(const Conv2dAttrs& a, con
     // constructors refuse (tiles over the shared memory, a group too wide for the depthwise
     // kernel, a layer TMA cannot box, split-K without clusters) is not a configuration of it.
     std::vector<std::string> texts;
-    if (a.groups > 1)  // the depthwise kernel is for grouped layers (one group of all channels: the others)
+    // The depthwise kernel is for grouped layers and those of one input channel.
+    if (a.groups > 1 || is_depthwise(a, s))
         for (const auto& t : DepthwiseTiles::configurations()) texts.push_back(depthwise_config(t));
     for (const auto& t : Conv2dBnSiluDirectForward::configurations()) texts.push_back(direct_config(t));
     const int max_split = device.clusters() ? 8 : 1;

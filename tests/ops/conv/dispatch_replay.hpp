@@ -1,6 +1,7 @@
 // Dispatch replayed over a bench run of every candidate (kjit_conv_bench --quick, with --nhwc,
 // --grouped or neither): for each row, the candidate dispatch picks against the row's best.
 #pragma once
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -14,12 +15,13 @@ namespace kjit::test {
 
 struct ReplayResult {
     int rows = 0;
-    std::vector<std::string> over;  ///< "layer bB 1.23x" for each row whose pick took > 1.15x the best
+    std::vector<std::string> over;  ///< "layer bB 1.23x" for each row whose pick took over `limit` × the best
+    double worst = 0.0;             ///< the largest pick / best over the rows
 };
 
 /// `pick(attrs, shape)` names the candidate dispatch picks, as the run's "candidates" keys do.
 template <class Pick>
-ReplayResult replay_dispatch(const std::string& path, Pick pick) {
+ReplayResult replay_dispatch(const std::string& path, Pick pick, double limit = 1.15) {
     std::ifstream run(path);
     REQUIRE(run.good());
     ReplayResult out;
@@ -31,8 +33,8 @@ ReplayResult replay_dispatch(const std::string& path, Pick pick) {
                             .kernel_w = k,
                             .stride_h = stride,
                             .stride_w = stride,
-                            .pad_h = k / 2,
-                            .pad_w = k / 2,
+                            .pad_h = r.value("pad", k / 2),
+                            .pad_w = r.value("pad", k / 2),
                             .groups = r.value("groups", 1)};
         const Conv2dShape s{r["batch"].get<int>(), r["c_in"].get<int>(), hw, hw, r["c_out"].get<int>()};
         const std::string picked = pick(a, s);
@@ -40,7 +42,8 @@ ReplayResult replay_dispatch(const std::string& path, Pick pick) {
         CAPTURE(picked);
         REQUIRE(timed.contains(picked));  // dispatch picks among the candidates the bench times
         const double ratio = timed[picked].get<double>() / r["best_us"].get<double>();
-        if (ratio > 1.15)
+        out.worst = std::max(out.worst, ratio);
+        if (ratio > limit)
             out.over.push_back(
                 fmt::format("{} b{} {:.2f}x [{}]", r["layer"].get<std::string>(), s.batch, ratio, picked));
         ++out.rows;

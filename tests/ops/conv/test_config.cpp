@@ -65,3 +65,37 @@ TEST_CASE("configurations of grouped layers: the depthwise kernel's tiles that f
             CHECK((c.find("BLOCK_N=32 ") != std::string::npos || c.find("BLOCK_N=16 ") != std::string::npos));
         }
 }
+
+TEST_CASE("dispatch's pick is one of the candidates kjit tune times, on awkward layers too") {
+    // If it were not, `kjit model tune` could not report the heuristic's time, and a tuned
+    // winner would be compared against nothing dispatch runs.
+    const Conv2dAttrs k1{}, k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1},
+        k3s2{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
+        k7s2{.kernel_h = 7, .kernel_w = 7, .stride_h = 2, .stride_w = 2, .pad_h = 3, .pad_w = 3},
+        k5{.kernel_h = 5, .kernel_w = 5, .pad_h = 2, .pad_w = 2};
+    auto grouped = [](Conv2dAttrs a, int groups) {
+        a.groups = groups;
+        return a;
+    };
+    const std::pair<Conv2dAttrs, Conv2dShape> layers[] = {
+        {k1, {1, 1280, 1, 1, 1000}},                 // a classifier: M = 1
+        {k1, {5, 37, 33, 33, 101}},                  // odd channels, a ragged image
+        {k3, {1, 1, 64, 64, 8}},                     // one input channel
+        {k3, {24, 1, 13, 13, 3}},                    // one input channel, three outputs
+        {k3s2, {7, 24, 57, 57, 40}},                 // a prime batch, an odd image
+        {k7s2, {1, 3, 224, 224, 64}},                // a stem
+        {k5, {5, 32, 28, 28, 64}},                   // 5x5
+        {grouped(k5, 240), {24, 240, 14, 14, 240}},  // depthwise 5x5
+        {grouped(k3, 8), {5, 64, 30, 30, 64}},       // groups of 8 channels
+        {grouped(k3, 3), {1, 3, 9, 9, 6}},           // depthwise, multiplier 2
+    };
+    for (const auto& [a, s] : layers)
+        for (const DeviceTraits& device : {h200, a100}) {
+            const std::string pick = conv2d_bn_silu_config(*dispatch_conv2d_bn_silu(a, s, device));
+            const auto candidates = conv2d_bn_silu_candidates(a, s, device);
+            CAPTURE(conv2d_problem_key(a, s));
+            CAPTURE(device.arch.name());
+            CAPTURE(pick);
+            CHECK(std::ranges::count(candidates, pick) == 1);
+        }
+}

@@ -533,6 +533,31 @@ TEST_CASE("grouped dispatch against measured times: the last H200 run of every d
     CHECK(grouped.size() <= 2);
 }
 
+TEST_CASE("dispatch on held-out layers: shapes its cost models were not fitted on, against every candidate's time") {
+    // bench/heldout_layers.json at batch 1, 5 and 24 (`kjit tune --shapes bench/heldout_shapes.json
+    // --json` on the H200, 2026-12-05, through bench/tune_replay.py): a classifier (M = 1..24),
+    // odd channel counts and images, one input channel, 5x5 and 7x7 filters, depthwise and groups
+    // of 8. Issue 14's target for them is 1.3x of the best candidate; four rows miss it
+    // (docs/BENCHMARKS.md): the classifier at batch 1 and 5 (1.51x, 1.40x: the TMA kernel split 2
+    // where the sm80 GEMM's 32x16 tiles split 8 stream the weights from more SMs), the 7x7 stem
+    // at batch 1 (1.85x: the sm80 GEMM's 128x64 tiles split 4, whose partial tiles cost far more
+    // to sum than the model charges) and groups of 8 at batch 5 (1.57x: 8x8 tiles whose output
+    // lanes mostly idle). No more than that, and none worse.
+    const DeviceTraits h200{132, 232448, Arch(9, 0)};
+    const auto replay = test::replay_dispatch(
+        KJIT_SOURCE_DIR "/docs/bench-data/2026-12-05-heldout-candidates-kjit.jsonl",
+        [&](const Conv2dAttrs& a, const Conv2dShape& s) {
+            return conv2d_bn_silu_config(*dispatch_conv2d_bn_silu(a, s, h200));
+        },
+        1.3);
+    CHECK(replay.rows == 48);
+    const std::string misses = fmt::format("{}", fmt::join(replay.over, ", "));
+    CAPTURE(misses);
+    CAPTURE(replay.worst);
+    CHECK(replay.over.size() <= 4);
+    CHECK(replay.worst < 1.9);
+}
+
 TEST_CASE("tuned winners: each layout's dispatch takes only its own family's winners, and of its own layout") {
     const DeviceTraits h200{132, 232448, Arch(9, 0)};
     const Conv2dAttrs k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
