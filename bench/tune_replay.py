@@ -11,6 +11,8 @@ KEY = re.compile(r"b(\d+)_c(\d+)x(\d+)x(\d+)_o(\d+)_k(\d+)x(\d+)_s(\d+)x(\d+)_p(
 
 
 def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: bench/tune_replay.py TUNE_JSON [DEVICE]  (TUNE_JSON: kjit tune --shapes FILE --json)")
     tuned = json.load(open(sys.argv[1]))
     print(json.dumps({"context": {"device": sys.argv[2] if len(sys.argv) > 2 else "NVIDIA H200",
                                   "source": "kjit tune --json"}}))

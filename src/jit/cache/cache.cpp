@@ -247,6 +247,7 @@ std::optional<CacheEntry> Cache::find(const CacheKey& key, Blobs blobs) {
 void Cache::store(const CacheEntry& entry) { store(std::span(&entry, 1)); }
 
 void Cache::store(std::span<const CacheEntry> entries) {
+    if (entries.empty()) return;  // no write transaction for nothing (a pull's last batch may be empty)
     std::lock_guard lock(impl_->mutex);
     if (impl_->db && !impl_->read_only) {
         try {

@@ -29,10 +29,15 @@ namespace {
 /// show; charged in part.
 constexpr double clustered_launch = 600.0;
 
+/// Split-K's reduction: one block of a cluster sums the other blocks' partial tiles, at ~16 bytes
+/// a clock (both GEMM models charge it).
+double partial_tiles_summed(int block_m, int block_n, int split_k) {
+    return (split_k - 1) * block_m * block_n * 4.0 / 16.0;
+}
+
 /// The sm80 GEMM: the larger of two bounds. Latency — the waves of co-resident blocks, each a
 /// chain of K tiles whose step costs at least a memory round trip, its warps' MMAs or its
-/// threads' copies, plus a fixed start and, with split-K, the cluster reduction: one block sums
-/// the others' partial tiles at ~16 bytes a clock, as the Hopper model charges (a 7x7 stem's
+/// threads' copies, plus a fixed start and, with split-K, the cluster reduction (a 7x7 stem's
 /// 128x64 tiles split 4 took 1.7x their unsplit time on the H200, 2026-12-05). Throughput —
 /// the multiprocessor's share of the blocks' tensor-core work, operand traffic and fragment
 /// reads. An implicit GEMM gathers X with 4-byte copies: its X traffic counts double. A grouped
@@ -51,7 +56,7 @@ double gemm_cost(const GemmTiles& t, int split_k, long long p, int n, int k, int
     const double mmas_per_warp = 1.0 * t.block_m * t.block_n * t.block_k / (warps * 1024.0);
     const double copies_per_thread = (t.block_m * t.block_k * gather + t.block_n * t.block_k) / t.threads() / 4.0;
     const double step = std::max({200.0, 16.0 * mmas_per_warp, 32.0 * copies_per_thread});
-    const double reduction = split_k > 1 ? 500.0 * split_k + (split_k - 1) * t.block_m * t.block_n * 4.0 / 16.0 : 0.0;
+    const double reduction = split_k > 1 ? 500.0 * split_k + partial_tiles_summed(t.block_m, t.block_n, split_k) : 0.0;
     const double latency = waves * (ceil_div(k_per_block, t.block_k) * step + 1000.0 + reduction);
     const double math = t.block_m * t.block_n / 256.0;
     const double traffic = (t.block_n + t.block_m * gather) * 4.0 / 32.0;
@@ -105,7 +110,7 @@ double tma_gemm_cost(const Sm90Tiles& t, long long boxes, int n, int k, int sms,
     // The epilogue computes and stages only the channel groups below N (epilogue_sm90.cuh).
     const double store = t.block_m * std::min(t.block_n, ceil_div(n, 8) * 8) * 4.0 / 32.0;
     // Block 0 reads each other block's partial tile at ~16 bytes a clock, after a hand-over's latency.
-    const double reduction = (t.split_k - 1) * (t.block_m * t.block_n * 4.0 / 16.0 + 1500.0);
+    const double reduction = partial_tiles_summed(t.block_m, t.block_n, t.split_k) + (t.split_k - 1) * 1500.0;
     constexpr double start = 1100.0, weight = 0.21;
     const double work = k_share * std::max({math, traffic, step.gathered * t.block_m}) + store + reduction + start;
     const double latency = ceil_div(k_share, 32) * 100.0 + reduction + start;
