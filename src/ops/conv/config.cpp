@@ -180,9 +180,12 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
                     static_cast<unsigned>(device.max_shared_bytes) &&
                 detail::tiles_within_groups(t.block_n, s.c_out, a.groups))
                 list.push_back(tma_config(t, gathers));
-        // Split-K, on each tile shape's deepest pipeline, where the tiles leave SMs idle.
+        // Each tile shape's deepest pipeline beside the tap table (what dispatch weighs: deeper
+        // than the list's where the table leaves room for 5-7 stages), and split-K on it where
+        // the tiles leave SMs idle.
         for (const auto& t : detail::sm90_split_candidates(a, s, device, gathers))
-            if (t.split_k > 1) list.push_back(tma_config(t, gathers));
+            if (const std::string text = tma_config(t, gathers); std::ranges::count(list, text) == 0)
+                list.push_back(text);
     }
     const auto [oh, ow] = conv2d_output_size(a, s);
     const long long p = 1LL * s.batch * oh * ow;
@@ -217,8 +220,15 @@ std::vector<std::string> conv2d_bn_silu_configurations(const Conv2dAttrs& a, con
             texts.push_back(sm90_config("NHWC=1", t));
         }
     }
+    // And the pipelines dispatch and `kjit tune` weigh, deepest beside the implicit GEMM's tap table.
+    for (const bool gathers : {false, true})
+        if ((gathers ? conv2d_gather_unsupported_reason(a, s, device) : conv2d_tma_unsupported_reason(a, s, device))
+                .empty())
+            for (const auto& t : detail::sm90_split_candidates(a, s, device, gathers))
+                texts.push_back(tma_config(t, gathers));
     std::vector<std::string> list;
     for (auto& text : texts) try {
+            if (std::ranges::count(list, text)) continue;
             (void)make_conv2d_bn_silu(a, s, text, device);
             list.push_back(std::move(text));
         } catch (const UsageError&) {}

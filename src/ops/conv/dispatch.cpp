@@ -159,12 +159,17 @@ std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, cons
     for (const bool gathers : {false, true}) {
         if (!(gathers ? why_not_gather : why_not).empty()) continue;
         // The implicit GEMM's X boxes cost more than the 1×1 kernel's: patches wider than their
-        // 32 pixels, reads masked at the padding — whole flattened rows more so. Gathered X costs
-        // its producer's copies instead. Fitted on the H200 bench rows like the rest.
+        // 32 pixels, reads masked at the padding — whole flattened rows more so. Whole-image
+        // boxes (1×1 layers of small images) are rows of 8 floats, 64 images' worth whatever the
+        // batch: twice their bytes (a 1280->1000 classifier at batch 1-24 took ~0.55 us a K step
+        // at 64x32 and 64x64 tiles alike, H200 2026-12-05; any weight from 1.8 to 2.3 leaves the same
+        // rows over 1.15x in every replayed run). Gathered X costs its producer's copies instead. Fitted on the H200 bench
+        // rows like the rest.
         const bool pointwise = detail::is_pointwise(a) && !gathers;
-        const Sm90StepCost step{.x_weight = gathers || pointwise ? 1.0
-                                            : s.width % 4        ? 1.5
-                                                                 : 1.25,
+        const Sm90StepCost step{.x_weight = pointwise && detail::image_box(a, s) ? 2.0
+                                            : gathers || pointwise               ? 1.0
+                                            : s.width % 4                        ? 1.5
+                                                                                 : 1.25,
                                 .a_fragments = pointwise ? 64.0 : 300.0,
                                 .gathered = gathers ? 1.0 : 0.0};
         const long long boxes = detail::sm90_boxes(a, s, gathers);
@@ -211,11 +216,14 @@ bool tensor_core_layer(const Conv2dAttrs& a, const Conv2dShape& s) {
 /// trip plus its threads' chains of FMAs (~32 clocks a tap of each output a thread computes):
 /// fewer outputs a thread, more threads to hide the latency. Nothing is faster than the card's
 /// bandwidth: x and y once, ~4 floats a clock per SM — of the SMs the grid fills. A narrow
-/// group's output reads group.in planes. Fitted to H200 runs of every tile on the 28 depthwise
-/// and the ResNeXt bench rows (2026-12-04, docs/BENCHMARKS.md): the last within 1.15x of the best
-/// tile on all depthwise rows but dw 3x3 s2 192 @28 b32, whose 4-row steps leave too few warps
-/// to hide the memory latency (1.31x). (It preferred unstaged 2-row steps on ~7-column images,
-/// 1.27-1.49x slower than 1-row ones there; the tile list no longer has them.)
+/// group's output reads group.in planes. The time is the largest of the floor, the rounds, and
+/// the work with a quarter of the rounds beside it: more rows a step means less work but fewer
+/// warps to hide the rounds' latency (dw 3x3 s2 192 @28 b32: 4-row steps 1.34x the best tile
+/// while the work alone decided). Fitted to H200 runs of every tile on the 28 depthwise and the
+/// ResNeXt bench rows (2026-12-04, docs/BENCHMARKS.md); the quarter replayed on the ten runs of
+/// grouped and narrow candidates in docs/bench-data: as many rows over 1.15x or fewer on each. (It
+/// preferred unstaged 2-row steps on ~7-column images, 1.27-1.49x slower than 1-row ones there;
+/// the tile list no longer has them.)
 std::optional<DepthwiseTiles> best_depthwise(const Conv2dAttrs& a, const Conv2dShape& s, int oh, int ow,
                                              const DeviceTraits& device) {
     const DepthwiseGroup group = depthwise_group(a, s);
@@ -248,15 +256,19 @@ std::optional<DepthwiseTiles> best_depthwise(const Conv2dAttrs& a, const Conv2dS
                             (staging + outputs * (taps / 128.0 + loads * group.in / (4.0 * t.step_rows) + 0.02));
         // Output lanes beyond the group's steps of outputs idle: worth it only where the grid
         // would leave SMs idle otherwise (small layers at batch 1), not where few working threads
-        // a block must hide the memory latency.
+        // a block must hide the memory latency. A block's work then sits in a warp or two: up to
+        // four blocks an SM, one for each scheduler; past that they share them (g8 3x3 64 @30 b5
+        // on the H200: 8x8 tiles at 5 blocks an SM, 1.57x the 16x32 tiles' time; a cut at 3 or 4
+        // replays alike, at 5 keeps that row).
         const int lanes = t.output_lanes(), busy = std::min(lanes, group.out / group.outputs_per_step(a));
-        if (busy < lanes && per_sm > 8) continue;
+        if (busy < lanes && per_sm > 4) continue;
         const double per_thread = outputs / (1.0 * t.threads * busy / lanes);
         const double rounds = ceil_div(per_sm, at_once) * (3000.0 + 32.0 * taps * per_thread);
         // A grid of fewer blocks than SMs reaches the bandwidth of the SMs it fills.
         const double fill = std::min<double>(1.0, 1.0 * blocks / device.multiprocessors);
         // Where the bandwidth bounds several tiles alike, the one with less work beside it.
-        const std::pair cost{std::max({floor / fill, work, rounds}), work};
+        // A block's work hides only part of its rounds' latency: a quarter of it adds on.
+        const std::pair cost{std::max({floor / fill, work + rounds / 4.0, rounds}), work};
         if (!best || cost < best->second) best = std::pair{t, cost};
     }
     if (!best) return std::nullopt;

@@ -66,13 +66,14 @@ TEST_CASE("configurations of grouped layers: the depthwise kernel's tiles that f
         }
 }
 
-TEST_CASE("dispatch's pick is one of the candidates kjit tune times, on awkward layers too") {
+TEST_CASE("dispatch's pick is one of the candidates kjit tune times and kjit check runs, on awkward layers too") {
     // If it were not, `kjit model tune` could not report the heuristic's time, and a tuned
     // winner would be compared against nothing dispatch runs.
     const Conv2dAttrs k1{}, k3{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1},
         k3s2{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
         k7s2{.kernel_h = 7, .kernel_w = 7, .stride_h = 2, .stride_w = 2, .pad_h = 3, .pad_w = 3},
-        k5{.kernel_h = 5, .kernel_w = 5, .pad_h = 2, .pad_w = 2};
+        k5{.kernel_h = 5, .kernel_w = 5, .pad_h = 2, .pad_w = 2},
+        k5s2{.kernel_h = 5, .kernel_w = 5, .stride_h = 2, .stride_w = 2, .pad_h = 2, .pad_w = 2};
     auto grouped = [](Conv2dAttrs a, int groups) {
         a.groups = groups;
         return a;
@@ -88,6 +89,7 @@ TEST_CASE("dispatch's pick is one of the candidates kjit tune times, on awkward 
         {grouped(k5, 240), {24, 240, 14, 14, 240}},  // depthwise 5x5
         {grouped(k3, 8), {5, 64, 30, 30, 64}},       // groups of 8 channels
         {grouped(k3, 3), {1, 3, 9, 9, 6}},           // depthwise, multiplier 2
+        {k5s2, {7, 16, 63, 63, 32}},                 // the tap table leaves room for 7 stages of 64x128
     };
     for (const auto& [a, s] : layers)
         for (const DeviceTraits& device : {h200, a100}) {
@@ -97,5 +99,7 @@ TEST_CASE("dispatch's pick is one of the candidates kjit tune times, on awkward 
             CAPTURE(device.arch.name());
             CAPTURE(pick);
             CHECK(std::ranges::count(candidates, pick) == 1);
+            // `kjit check` runs every configuration: dispatch's picks among them.
+            CHECK(std::ranges::count(conv2d_bn_silu_configurations(a, s, device), pick) == 1);
         }
 }
