@@ -19,6 +19,15 @@ namespace kjit {
 
 using detail::require;
 
+namespace {
+/// Why the Hopper kernel that gathers x (or the one whose TMA boxes it) cannot take the layer;
+/// empty where it can.
+std::string hopper_unsupported_reason(const Conv2dAttrs& a, const Conv2dShape& s, const DeviceTraits& device,
+                                      bool gathers) {
+    return gathers ? conv2d_gather_unsupported_reason(a, s, device) : conv2d_tma_unsupported_reason(a, s, device);
+}
+}  // namespace
+
 std::string conv2d_problem_key(const Conv2dAttrs& a, const Conv2dShape& s) {
     return fmt::format("b{}_c{}x{}x{}_o{}_k{}x{}_s{}x{}_p{}x{}_g{}", s.batch, s.c_in, s.height, s.width, s.c_out,
                        a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_h, a.pad_w, a.groups);
@@ -93,8 +102,7 @@ std::unique_ptr<Conv2dOp> make_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2d
         const int gather = take("GATHER", 0);
         require(gather == 0 || gather == 1,
                 "GATHER takes the value 1 (x gathered, not boxed by TMA) or 0; {} is neither", gather);
-        const auto why = gather ? conv2d_gather_unsupported_reason(a, s, device)
-                                : conv2d_tma_unsupported_reason(a, s, device);
+        const auto why = hopper_unsupported_reason(a, s, device, gather == 1);
         if (!why.empty()) throw UsageError(fmt::format("configuration '{}': {}", config, why));
         const Sm90Tiles t{take("BLOCK_M"), take("BLOCK_N"), take("STAGES"), take("GROUP_M", 8), take("SPLIT_K", 1)};
         op = detail::make_tma_conv(a, t, device, gather == 1);
@@ -172,9 +180,7 @@ std::vector<std::string> conv2d_bn_silu_candidates(const Conv2dAttrs& a, const C
     if (narrow_groups || dynamic_cast<const Conv2dBnSiluDirectForward*>(chosen.get()))
         for (const auto& t : Conv2dBnSiluDirectForward::configurations()) list.push_back(direct_config(t));
     for (const bool gathers : {false, true}) {
-        if (!(gathers ? conv2d_gather_unsupported_reason(a, s, device) : conv2d_tma_unsupported_reason(a, s, device))
-                 .empty())
-            continue;
+        if (!hopper_unsupported_reason(a, s, device, gathers).empty()) continue;
         for (const auto& t : Sm90Tiles::configurations())
             if (t.shared_bytes() + detail::tma_policy_bytes(a, gathers) <=
                     static_cast<unsigned>(device.max_shared_bytes) &&
@@ -222,8 +228,7 @@ std::vector<std::string> conv2d_bn_silu_configurations(const Conv2dAttrs& a, con
     }
     // And the pipelines dispatch and `kjit tune` weigh, deepest beside the implicit GEMM's tap table.
     for (const bool gathers : {false, true})
-        if ((gathers ? conv2d_gather_unsupported_reason(a, s, device) : conv2d_tma_unsupported_reason(a, s, device))
-                .empty())
+        if (hopper_unsupported_reason(a, s, device, gathers).empty())
             for (const auto& t : detail::sm90_split_candidates(a, s, device, gathers))
                 texts.push_back(tma_config(t, gathers));
     std::vector<std::string> list;

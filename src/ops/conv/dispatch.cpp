@@ -162,9 +162,9 @@ std::optional<TmaPick> best_tma(const Conv2dAttrs& a, const Conv2dShape& s, cons
         // 32 pixels, reads masked at the padding — whole flattened rows more so. Whole-image
         // boxes (1×1 layers of small images) are rows of 8 floats, 64 images' worth whatever the
         // batch: twice their bytes (a 1280->1000 classifier at batch 1-24 took ~0.55 us a K step
-        // at 64x32 and 64x64 tiles alike, H200 2026-12-05; any weight from 1.8 to 2.3 leaves the same
-        // rows over 1.15x in every replayed run). Gathered X costs its producer's copies instead. Fitted on the H200 bench
-        // rows like the rest.
+        // at 64x32 and 64x64 tiles alike, H200 2026-12-05; any weight from 1.8 to 2.3 leaves the
+        // same rows over 1.15x in every replayed run). Gathered X costs its producer's copies
+        // instead. Fitted on the H200 bench rows like the rest.
         const bool pointwise = detail::is_pointwise(a) && !gathers;
         const Sm90StepCost step{.x_weight = pointwise && detail::image_box(a, s) ? 2.0
                                             : gathers || pointwise               ? 1.0
