@@ -520,12 +520,21 @@ remote)  # the fleet tier through the binary, against a redis-server this case s
 model)  # a graph planned and its weights checked without a GPU; model run finds their errors before asking for one
   small_graph >"$dir/graph.json"
   expect 0 "$kjit" model plan "$dir/graph.json" --batch 4 --arch sm_90
-  contains "batch 4, planned for sm_90 (H100 SXM / H200: 132 SMs, 232448 B of shared memory a block; no GPU asked): 3 nodes, 6 parameter slots, 3 launches"
+  contains "batch 4, planned for sm_90 (H100 SXM / H200: 132 SMs, 232448 B of shared memory a block; no GPU asked): 3 nodes, 6 parameter slots, 3 launches and copies"
   contains "stem                     conv2d_bn_silu     [4,16,16,16]         <- x"
   contains "    params  weight[16,3,3,3] bn_scale[16] bn_shift[16]"
   contains "    launch  conv2d_bn_silu_"
   contains "    launch  add__f32__256 grid"
   contains "weights: not checked"
+  yolo=$(dirname "$0")/../examples/yolov8n/yolov8n.json  # zero-copy concat: its 28 copies gone at batch 1
+  expect 0 "$kjit" model plan "$yolo" --batch 1 --arch sm_90
+  contains "61 nodes, 123 parameter slots, 52 launches and copies"
+  contains "    writes  into b2.c2f.cat channels 0..15"
+  expect 0 "$kjit" model plan "$yolo" --batch 1 --arch sm_90 --no-zero-copy-concat
+  contains "80 launches and copies"
+  contains "    copy    b2.c2f.cv1a: zero-copy concat is off"
+  expect 0 "$kjit" model plan "$yolo" --batch 16 --arch sm_90 --json
+  contains '"reason": "node '"'"'b2.c2f.cv1a'"'"' (conv2d_bn_silu) writes tight images only"'
   "$helper" weights "$dir/graph.json" 4 "$dir/w.safetensors" || fail "could not write weights"
   expect 0 "$kjit" model plan "$dir/graph.json" --batch 4 --arch sm_80 --weights "$dir/w.safetensors"
   contains "planned for sm_80 (A100: 108 SMs"

@@ -1,6 +1,7 @@
 // kjit/elementwise.hpp — the small ops a network needs around its convolutions, each a kernel in
 // kernels_src with its RuntimeOp: residual add, channel concat (one launch per input), max
-// pooling and nearest upsampling. NCHW, f32, tight rows.
+// pooling and nearest upsampling. NCHW, f32, tight rows; images at any stride (each op
+// takes_image_strides, so a planner may place its tensors in channel slices of a concat's output).
 #pragma once
 #include <cstdint>
 #include <span>
@@ -22,10 +23,12 @@ public:
     [[nodiscard]] Dims grid(ShapeView output_shape) const override;
     [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return kernel_; }
     [[nodiscard]] const Kernel& kernel() const noexcept { return kernel_; }
+    [[nodiscard]] bool takes_image_strides() const override { return true; }
 
 protected:
     ElementwiseOp(Kernel kernel, std::size_t n_inputs) : kernel_(std::move(kernel)), n_inputs_(n_inputs) {}
-    /// Throws UsageError unless `call` has the inputs, the output shape and the tight rows this op makes.
+    /// Throws UsageError unless `call` has the inputs, the output shape and the tight rows this
+    /// op makes, and image strides no shorter than the images.
     void check_call(const OpCall& call) const;
 
 private:
@@ -36,8 +39,9 @@ private:
 /// y = a + b, same shapes (kernels_src/add.cu).
 class AddOp final : public ElementwiseOp {
 public:
-    using KernelType =
-        TypedKernel<param<"a", float*>, param<"b", float*>, param<"y", float*>, param<"n", std::int64_t>>;
+    using KernelType = TypedKernel<param<"a", float*>, param<"b", float*>, param<"y", float*>, param<"n", std::int64_t>,
+                                   param<"image", std::int64_t>, param<"a_stride", std::int64_t>,
+                                   param<"b_stride", std::int64_t>, param<"y_stride", std::int64_t>>;
     AddOp();
     [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
                                                       ShapeView resolved) const override;
@@ -50,8 +54,10 @@ class ConcatChannelsOp final : public ElementwiseOp {
 public:
     using KernelType =
         TypedKernel<param<"src", float*>, param<"dst", float*>, param<"B", std::int32_t>, param<"C_SRC", std::int32_t>,
-                    param<"C_DST", std::int32_t>, param<"C_OFFSET", std::int32_t>, param<"HW", std::int64_t>>;
+                    param<"C_OFFSET", std::int32_t>, param<"HW", std::int64_t>, param<"src_stride", std::int64_t>,
+                    param<"dst_stride", std::int64_t>>;
     explicit ConcatChannelsOp(std::size_t n_inputs);
+    [[nodiscard]] bool is_channel_concat() const override { return true; }
     [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
                                                       ShapeView resolved) const override;
     [[nodiscard]] std::size_t n_launches() const override { return n_activation_inputs(); }
@@ -64,10 +70,11 @@ public:
 /// Max pooling over kernel×kernel windows with a stride and −∞ padding (kernels_src/maxpool2d.cu).
 class MaxPool2dOp final : public ElementwiseOp {
 public:
-    using KernelType = TypedKernel<param<"x", float*>, param<"y", float*>, param<"B", std::int32_t>,
-                                   param<"C", std::int32_t>, param<"H", std::int32_t>, param<"W", std::int32_t>,
-                                   param<"OH", std::int32_t>, param<"OW", std::int32_t>, param<"K", std::int32_t>,
-                                   param<"stride", std::int32_t>, param<"pad", std::int32_t>>;
+    using KernelType =
+        TypedKernel<param<"x", float*>, param<"y", float*>, param<"B", std::int32_t>, param<"C", std::int32_t>,
+                    param<"H", std::int32_t>, param<"W", std::int32_t>, param<"OH", std::int32_t>,
+                    param<"OW", std::int32_t>, param<"K", std::int32_t>, param<"stride", std::int32_t>,
+                    param<"pad", std::int32_t>, param<"x_stride", std::int64_t>, param<"y_stride", std::int64_t>>;
     /// Throws UsageError unless kernel ≥ 1, stride ≥ 1 and 0 ≤ pad ≤ kernel / 2 (PyTorch's rule).
     MaxPool2dOp(int kernel, int stride, int pad);
     [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
@@ -82,7 +89,8 @@ private:
 class UpsampleNearest2dOp final : public ElementwiseOp {
 public:
     using KernelType = TypedKernel<param<"x", float*>, param<"y", float*>, param<"B", std::int32_t>,
-                                   param<"C", std::int32_t>, param<"H", std::int32_t>, param<"W", std::int32_t>>;
+                                   param<"C", std::int32_t>, param<"H", std::int32_t>, param<"W", std::int32_t>,
+                                   param<"x_stride", std::int64_t>, param<"y_stride", std::int64_t>>;
     /// Throws UsageError unless 1 ≤ scale ≤ 16.
     explicit UpsampleNearest2dOp(int scale = 2);
     [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,

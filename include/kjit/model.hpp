@@ -53,6 +53,13 @@ void register_op(std::string name, OpFactory factory);
 
 // ---- a planned graph (no GPU needed) -----------------------------------------------------------------------
 
+/// What a planner may do beyond running each node as written.
+struct PlanOptions {
+    /// Zero-copy concat: a concat's inputs are written straight into channel slices of its
+    /// output by their producers, and the concat launches nothing (see ModelPlan::Storage).
+    bool place_concat_inputs = true;
+};
+
 /// A graph for one batch size: nodes in topological order, each with its op made, its output
 /// shape and its parameter slots. Malformed graphs (unknown op, cycle, missing input, shape
 /// mismatch, duplicate name) throw UsageError naming the node.
@@ -67,6 +74,11 @@ public:
         std::string key;  ///< "{node}.{slot}"
         Shape shape;
     };
+    /// A concat input the planner could not place in the concat's output: copied there, and why.
+    struct ConcatCopy {
+        std::size_t input;  ///< index into the node's inputs
+        std::string reason;
+    };
     struct Node {
         std::string name;
         std::string op_name;
@@ -74,9 +86,18 @@ public:
         std::size_t output;               ///< index into values()
         std::unique_ptr<RuntimeOp> op;
         std::vector<Param> params;
+        std::vector<ConcatCopy> copies;  ///< a concat's (RuntimeOp::is_channel_concat) copied inputs
+    };
+    /// Where a value's tensor lives: in its own buffer, or as channels [channel, channel + C) of
+    /// another value's — a concat's output the planner placed it in, which its producer writes
+    /// and its readers read in place (at batch > 1 at that tensor's image stride).
+    struct Storage {
+        std::size_t value;        ///< the value whose buffer holds it (itself where it has its own)
+        std::size_t channel = 0;  ///< its first channel there
     };
 
-    [[nodiscard]] static ModelPlan from_json(std::string_view graph_json, int batch, const DeviceTraits& device);
+    [[nodiscard]] static ModelPlan from_json(std::string_view graph_json, int batch, const DeviceTraits& device,
+                                             PlanOptions options = {});
 
     /// A conv node's layer, as tuning keys it.
     struct ConvLayer {
@@ -94,9 +115,19 @@ public:
     [[nodiscard]] const std::vector<Node>& nodes() const noexcept { return nodes_; }
     [[nodiscard]] const std::vector<std::size_t>& inputs() const noexcept { return inputs_; }
     [[nodiscard]] const std::vector<std::size_t>& outputs() const noexcept { return outputs_; }
+    /// Per value, where it lives.
+    [[nodiscard]] const std::vector<Storage>& storage() const noexcept { return storage_; }
+    /// Kernel launches and copies one forward runs: every node's launches, a concat's copies only.
+    [[nodiscard]] std::size_t launches() const;
 
 private:
+    /// Places the concats' inputs in their outputs where producers and readers allow (storage_,
+    /// Node::copies).
+    void place_concat_inputs();
+
     int batch_ = 0;
+    PlanOptions options_;
+    std::vector<Storage> storage_;
     std::vector<Value> values_;
     std::vector<Node> nodes_;
     std::vector<std::size_t> inputs_, outputs_;
@@ -117,15 +148,24 @@ struct WeightsReport {
 /// (load_weights warns about them).
 WeightsReport check_weights(const ModelPlan& plan, const std::map<std::string, SafeTensor>& tensors);
 
+/// Where LoadedModel::load spent its time, wall milliseconds.
+struct LoadTimes {
+    double plan_ms = 0;     ///< the graph planned, tuned winners looked up
+    double buffers_ms = 0;  ///< parameters and activations allocated and initialised
+    double kernels_ms = 0;  ///< every kernel's binary read from the cache (or compiled), in parallel
+    double modules_ms = 0;  ///< those binaries loaded as modules on the device, in parallel
+};
+
 class LoadedModel {
 public:
     /// Plans the graph for `batch`, allocates every parameter ("{node}.{slot}", from
-    /// param_init_data or zero) and every activation once, and compiles or fetches every kernel
-    /// (in parallel), loading them on `device`.
+    /// param_init_data or zero) and every activation once — a concat's inputs inside its output
+    /// where `options` and the ops allow (ModelPlan::Storage) — and compiles or fetches the
+    /// kernels the plan launches, loading them on `device` (both in parallel).
     [[nodiscard]] static LoadedModel load(std::string_view graph_json, const Device& device, int batch,
-                                          Runtime& runtime = Runtime::global());
+                                          Runtime& runtime = Runtime::global(), PlanOptions options = {});
     [[nodiscard]] static LoadedModel load_file(const std::filesystem::path& graph, const Device& device, int batch,
-                                               Runtime& runtime = Runtime::global());
+                                               Runtime& runtime = Runtime::global(), PlanOptions options = {});
     ~LoadedModel();
     LoadedModel(LoadedModel&&) noexcept;
     LoadedModel& operator=(LoadedModel&&) noexcept;
@@ -141,8 +181,10 @@ public:
     /// Runs every node on `stream`. `inputs`: device pointers to the graph inputs, in order,
     /// tight NCHW f32 of plan().values()[plan().inputs()[i]].shape. An op whose output rows are
     /// padded (forward_output_row_stride > row elems) writes a padded buffer that is copied back
-    /// to tight rows (one 2-D async copy) before anyone reads it. Returns the outputs (device
-    /// memory owned by the model, valid until the next forward or replay). Does not synchronise.
+    /// to tight rows (one 2-D async copy) before anyone reads it; a concat copies only the
+    /// inputs the plan could not place in its output (ModelPlan::Node::copies), one 2-D async
+    /// copy each. Returns the outputs (device memory owned by the model, tight, valid until the
+    /// next forward or replay). Does not synchronise.
     std::vector<Tensor> forward(std::span<void* const> inputs, const Stream& stream);
 
     /// Records forward(inputs) into one CUDA graph; replay() reruns it (new data goes into the
@@ -158,6 +200,7 @@ public:
                                                     int iterations);
 
     [[nodiscard]] const ModelPlan& plan() const noexcept;
+    [[nodiscard]] const LoadTimes& load_times() const noexcept;
     /// A parameter's device buffer by dotted key; throws UsageError for an unknown key.
     [[nodiscard]] DeviceBuffer& parameter(std::string_view key);
 

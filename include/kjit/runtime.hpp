@@ -95,6 +95,9 @@ public:
 
     /// The kernel's entry point on `device`, compiled for the device's arch.
     [[nodiscard]] const LoadedKernel& load(const Kernel& kernel, const Device& device);
+    /// load() for each of `kernels` (once per id), in parallel on all cores: a model's modules
+    /// load at once rather than one after another. The first failure is rethrown.
+    void load_all(std::span<const Kernel* const> kernels, const Device& device);
     /// The entry point compiled with `options` (e.g. for another arch, as a shipped cache holds
     /// it). A cubin that does not fit the device is replaced by its PTX; when the PTX does not
     /// load either, kjit recompiles for the device's arch and says so.

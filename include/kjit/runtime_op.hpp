@@ -30,11 +30,20 @@ using Dims = std::array<unsigned, 3>;
     return n;
 }
 
-/// An activation handed to an op: device pointer and concrete shape.
+/// An activation handed to an op: device pointer and concrete shape. `image_stride`: elements
+/// from one image (dims[0]) to the next where the tensor is a channel slice of a wider one (a
+/// concat's output the planner placed it in); 0 means tight.
 struct Tensor {
     void* data;
     ShapeView shape;
+    std::size_t image_stride = 0;
 };
+
+/// Elements from one image of `t` to the next: its image_stride, or its own size where tight.
+[[nodiscard]] inline std::size_t image_stride_of(const Tensor& t) noexcept {
+    if (t.image_stride) return t.image_stride;
+    return t.shape.empty() ? 1 : element_count(t.shape) / t.shape[0];
+}
 
 /// The tensors of one forward call, as every forward method receives them.
 struct OpCall {
@@ -43,6 +52,8 @@ struct OpCall {
     void* output = nullptr;
     ShapeView output_shape;
     int output_row_stride = 0;  ///< elements between output rows (forward_output_row_stride)
+    /// Elements between output images, 0: tight. Non-zero only for an op that takes_image_strides().
+    std::size_t output_image_stride = 0;
 };
 
 /// The tensors of one backward call: the forward's, the output gradient, and the gradients to write.
@@ -101,6 +112,16 @@ public:
     /// The true output shape from concrete input shapes. Default: `resolved` unchanged.
     [[nodiscard]] virtual Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
                                                               ShapeView resolved) const;
+
+    // ---- what a planner may do around the op (defaults: nothing) ----
+
+    /// Whether the op reads inputs and writes its output at any image stride (Tensor::image_stride,
+    /// OpCall::output_image_stride), so that a planner may place them in channel slices of a
+    /// concat's output. Default: false (tight tensors only; forward() refuses others).
+    [[nodiscard]] virtual bool takes_image_strides() const;
+    /// Whether the op only joins its NCHW inputs along channels, in order: a planner may then
+    /// have its producers write into its output and run none of its launches. Default: false.
+    [[nodiscard]] virtual bool is_channel_concat() const;
 
     // ---- launches (defaults: one launch of kernel_for_launch(0)) ----
 

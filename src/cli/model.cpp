@@ -23,6 +23,7 @@ struct ModelOptions {
     std::string graph, weights, input, save_outputs, arch;
     int batch = 1, iters = 100, multiprocessors = 0, max_shared_bytes = 0;
     bool replay = false;
+    PlanOptions planning;
     std::vector<int> batches{1};  ///< tune
     bool retune = false;          ///< tune: time layers that have a winner again
 };
@@ -37,7 +38,8 @@ struct CheckedModel {
 };
 
 CheckedModel check_model(const ModelOptions& o, const DeviceTraits& device) {
-    CheckedModel m{ModelPlan::from_json(read_option_file(o.graph, "the graph"), o.batch, device), {}, {}, {}};
+    CheckedModel m{
+        ModelPlan::from_json(read_option_file(o.graph, "the graph"), o.batch, device, o.planning), {}, {}, {}};
     if (o.weights.empty()) return m;
     m.weights_file = std::make_unique<const std::string>(read_option_file(o.weights, "--weights"));
     try {
@@ -56,7 +58,7 @@ int plan_model(const ModelOptions& o) {
     const CheckedModel m = check_model(o, device);
     const ModelPlan& plan = m.plan;
     nlohmann::json nodes = nlohmann::json::array();
-    std::size_t slots = 0, launches = 0;
+    std::size_t slots = 0;
     struct Row {
         std::string node, op, inputs, output, params;
         std::vector<std::string> launches;
@@ -79,6 +81,26 @@ int plan_model(const ModelOptions& o) {
         }
         row.params = fmt::format("{}", fmt::join(param_texts, " "));
         slots += node.params.size();
+        nlohmann::json j{
+            {"name", node.name}, {"op", node.op_name}, {"inputs", in_names}, {"shape", out}, {"params", params}};
+        if (const auto& at = plan.storage()[node.output]; at.value != node.output) {
+            const auto& whole = plan.values()[at.value];
+            j["written_into"] = {{"value", whole.name}, {"channel", at.channel}};
+            row.launches.push_back(
+                fmt::format("writes  into {} channels {}..{}", whole.name, at.channel, at.channel + out[1] - 1));
+        }
+        if (node.op->is_channel_concat()) {  // copies of the inputs not placed, no launch of its own
+            nlohmann::json copies = nlohmann::json::array();
+            for (const auto& c : node.copies) {
+                copies.push_back({{"input", in_names[c.input]}, {"reason", c.reason}});
+                row.launches.push_back(fmt::format("copy    {}: {}", in_names[c.input], c.reason));
+            }
+            if (node.copies.empty()) row.launches.push_back("no launch: every input is written in place");
+            j["copies"] = copies;
+            nodes.push_back(std::move(j));
+            rows.push_back(std::move(row));
+            continue;
+        }
         for (std::size_t l = 0; l < node.op->n_launches(); ++l) {
             const Dims grid = [&] {
                 try {
@@ -91,16 +113,11 @@ int plan_model(const ModelOptions& o) {
             const unsigned shared = node.op->shared_bytes_for_launch(l);
             const std::string& kernel = node.op->kernel_for_launch(l).id();
             kernels.push_back({{"kernel", kernel}, {"grid", grid}, {"block", block}, {"shared_bytes", shared}});
-            row.launches.push_back(fmt::format("{} grid {}x{}x{} block {}{}", kernel, grid[0], grid[1], grid[2],
+            row.launches.push_back(fmt::format("launch  {} grid {}x{}x{} block {}{}", kernel, grid[0], grid[1], grid[2],
                                                block[0], shared ? fmt::format(" shared {} B", shared) : ""));
-            ++launches;
         }
-        nodes.push_back({{"name", node.name},
-                         {"op", node.op_name},
-                         {"inputs", in_names},
-                         {"shape", out},
-                         {"params", params},
-                         {"launches", kernels}});
+        j["launches"] = kernels;
+        nodes.push_back(std::move(j));
         rows.push_back(std::move(row));
     }
     if (o.common.json) {
@@ -109,8 +126,8 @@ int plan_model(const ModelOptions& o) {
             inputs.push_back({{"name", plan.values()[v].name}, {"shape", plan.values()[v].shape}});
         for (std::size_t v : plan.outputs())
             outputs.push_back({{"name", plan.values()[v].name}, {"shape", plan.values()[v].shape}});
-        nlohmann::json j{{"graph", o.graph}, {"batch", o.batch},   {"device", device_text},
-                         {"inputs", inputs}, {"outputs", outputs}, {"nodes", nodes}};
+        nlohmann::json j{{"graph", o.graph},   {"batch", o.batch}, {"device", device_text},      {"inputs", inputs},
+                         {"outputs", outputs}, {"nodes", nodes},   {"launches", plan.launches()}};
         if (m.weights)
             j["weights"] = {{"file", o.weights},
                             {"slots_filled", m.weights->loaded},
@@ -119,14 +136,14 @@ int plan_model(const ModelOptions& o) {
         fmt::print("{}\n", j.dump(2));
         return ok;
     }
-    fmt::print("{}, batch {}, planned for {}: {} nodes, {} parameter slots, {} launches\n", o.graph, o.batch,
-               device_text, plan.nodes().size(), slots, launches);
+    fmt::print("{}, batch {}, planned for {}: {} nodes, {} parameter slots, {} launches and copies\n", o.graph, o.batch,
+               device_text, plan.nodes().size(), slots, plan.launches());
     for (std::size_t v : plan.inputs())
         fmt::print("input {} {}\n", plan.values()[v].name, shape_text(plan.values()[v].shape));
     for (const Row& r : rows) {
         fmt::print("{:<24} {:<18} {:<20} <- {}\n", r.node, r.op, r.output, r.inputs);
         if (!r.params.empty()) fmt::print("    params  {}\n", r.params);
-        for (const auto& l : r.launches) fmt::print("    launch  {}\n", l);
+        for (const auto& l : r.launches) fmt::print("    {}\n", l);
     }
     for (std::size_t v : plan.outputs())
         fmt::print("output {} {}\n", plan.values()[v].name, shape_text(plan.values()[v].shape));
@@ -137,6 +154,20 @@ int plan_model(const ModelOptions& o) {
     else fmt::print("weights: not checked (--weights FILE checks them)\n");
     return ok;
 }
+
+/// Wall milliseconds since the last lap (or since it was made).
+class Stopwatch {
+public:
+    double lap_ms() {
+        const auto now = std::chrono::steady_clock::now();
+        const double ms = std::chrono::duration<double, std::milli>(now - mark_).count();
+        mark_ = now;
+        return ms;
+    }
+
+private:
+    std::chrono::steady_clock::time_point mark_ = std::chrono::steady_clock::now();
+};
 
 /// Median ms of `work` over `iters` runs on `stream`, each between two events.
 template <class Work>
@@ -156,11 +187,17 @@ double time_ms(const Device& device, const Stream& stream, int iters, Work&& wor
 int run_model(const ModelOptions& o) {
     // The graph and the weights are checked first: their errors need no GPU to be found, and on
     // a GPU are found before every kernel is compiled and loaded. The weights are read once.
+    Stopwatch watch;
     const CheckedModel checked = check_model(o, checking_device());
+    const double check_ms = watch.lap_ms();
     const Device device = gpu_or_explain("model run");
     Stream stream(device);
-    LoadedModel model = LoadedModel::load_file(o.graph, device, o.batch, runtime(o.common));
+    Runtime& rt = runtime(o.common);
+    (void)watch.lap_ms();  // the context and the cache opened: not the model's start
+    LoadedModel model = LoadedModel::load_file(o.graph, device, o.batch, rt, o.planning);
+    (void)watch.lap_ms();
     const WeightsReport weights = model.load_weights(checked.tensors);
+    const double weights_ms = watch.lap_ms();
     const ModelPlan& plan = model.plan();
 
     // Inputs: from --input by name, else random in [-1, 1) (never zeros).
@@ -193,8 +230,13 @@ int run_model(const ModelOptions& o) {
         inputs.push_back(buffers.back().as<void>());
     }
 
-    (void)model.forward(inputs, stream);  // warm-up
-    stream.synchronize();
+    (void)watch.lap_ms();                 // the inputs are the caller's
+    (void)model.forward(inputs, stream);  // the first forward, to its first output on the host
+    (void)model.read_output(0, stream);
+    const double first_forward_ms = watch.lap_ms();
+    const LoadTimes& load = model.load_times();
+    const double start_ms = check_ms + load.plan_ms + load.buffers_ms + load.kernels_ms + load.modules_ms + weights_ms +
+                            first_forward_ms;
     const auto node_ms = model.node_times_ms(inputs, stream, o.iters);
     const double forward_ms = time_ms(device, stream, o.iters, [&] { (void)model.forward(inputs, stream); });
     std::optional<double> replay_ms;
@@ -231,7 +273,17 @@ int run_model(const ModelOptions& o) {
                          {"node_sum_ms", node_sum_ms},
                          {"forward_ms", forward_ms},
                          {"iters", o.iters},
-                         {"weights_folded_bn", weights.folded}};
+                         {"launches", plan.launches()},
+                         {"weights_folded_bn", weights.folded},
+                         {"start_ms",
+                          {{"total", start_ms},
+                           {"graph_and_weights_read", check_ms},
+                           {"plan", load.plan_ms},
+                           {"buffers", load.buffers_ms},
+                           {"cache_reads", load.kernels_ms},
+                           {"module_loads", load.modules_ms},
+                           {"weights_upload", weights_ms},
+                           {"first_forward", first_forward_ms}}}};
         if (replay_ms) j["replay_ms"] = *replay_ms;
         fmt::print("{}\n", j.dump(2));
         return ok;
@@ -244,9 +296,14 @@ int run_model(const ModelOptions& o) {
         fmt::print("{:<28} {:<20} {:<22} {:>10.4f}\n", node.name, node.op_name,
                    fmt::format("[{}]", fmt::join(plan.values()[node.output].shape, ",")), node_ms[n]);
     }
-    fmt::print("sum of nodes {:.3f} ms; forward {:.3f} ms (median of {})", node_sum_ms, forward_ms, o.iters);
+    fmt::print("sum of nodes {:.3f} ms; forward {:.3f} ms (median of {}), {} launches and copies", node_sum_ms,
+               forward_ms, o.iters, plan.launches());
     if (replay_ms) fmt::print("; CUDA graph replay {:.3f} ms", *replay_ms);
-    fmt::print("\n");
+    fmt::print(
+        "\nstart to the first output on the host {:.1f} ms: graph and weights read {:.1f}, plan {:.1f}, buffers "
+        "{:.1f}, cache reads {:.1f}, module loads {:.1f}, weights upload {:.1f}, first forward {:.1f}\n",
+        start_ms, check_ms, load.plan_ms, load.buffers_ms, load.kernels_ms, load.modules_ms, weights_ms,
+        first_forward_ms);
     return ok;
 }
 
@@ -363,6 +420,12 @@ int tune_model(const ModelOptions& o) {
     return status;
 }
 
+void add_planning_options(CLI::App& command, PlanOptions& planning) {
+    command.add_flag("--no-zero-copy-concat{false}", planning.place_concat_inputs,
+                     "Copy every concat input into the concat's output (as without the planner's placement), to "
+                     "compare");
+}
+
 }  // namespace
 
 void add_model(CLI::App& app, int& exit_code) {
@@ -383,6 +446,7 @@ void add_model(CLI::App& app, int& exit_code) {
     plan->add_option("--max-shared-bytes", p.max_shared_bytes,
                      "Opt-in shared memory a block on that device (default: by arch)")
         ->check(positive_int);
+    add_planning_options(*plan, p.planning);
     plan->callback([&exit_code] { exit_code = plan_model(p); });
 
     static ModelOptions o;
@@ -400,6 +464,7 @@ void add_model(CLI::App& app, int& exit_code) {
     run->add_option("--input", o.input, "safetensors file of the graph inputs by name (default: random)")
         ->check(CLI::ExistingFile);
     run->add_option("--save-outputs", o.save_outputs, "Write the outputs as a safetensors file");
+    add_planning_options(*run, o.planning);
     run->callback([&exit_code] { exit_code = run_model(o); });
 
     static ModelOptions t;

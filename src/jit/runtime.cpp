@@ -396,7 +396,12 @@ std::optional<CompileResult> Runtime::try_compile(const Kernel& kernel, const Co
     return impl_->try_compile(kernel, options);
 }
 
-void Runtime::compile_all(std::span<const Kernel* const> kernels, Arch device) {
+namespace {
+
+/// work(k) for each of `kernels` once per id, on all cores; once all are done, the first
+/// failure is rethrown.
+template <class Work>
+void for_each_distinct_in_parallel(std::span<const Kernel* const> kernels, Work&& work) {
     std::vector<const Kernel*> distinct;
     std::set<std::string_view> ids;
     for (const Kernel* k : kernels)
@@ -410,7 +415,7 @@ void Runtime::compile_all(std::span<const Kernel* const> kernels, Arch device) {
         w = std::jthread([&] {
             for (std::size_t i; (i = next++) < distinct.size();) {
                 try {
-                    (void)compile(*distinct[i], CompileOptions{.arch = distinct[i]->target(device)});
+                    work(*distinct[i]);
                 } catch (...) {
                     std::lock_guard lock(failure_mutex);
                     if (!failure) failure = std::current_exception();
@@ -421,7 +426,18 @@ void Runtime::compile_all(std::span<const Kernel* const> kernels, Arch device) {
     if (failure) std::rethrow_exception(failure);
 }
 
+}  // namespace
+
+void Runtime::compile_all(std::span<const Kernel* const> kernels, Arch device) {
+    for_each_distinct_in_parallel(kernels,
+                                  [&](const Kernel& k) { (void)compile(k, CompileOptions{.arch = k.target(device)}); });
+}
+
 const LoadedKernel& Runtime::load(const Kernel& kernel, const Device& device) { return impl_->resolve(kernel, device); }
+
+void Runtime::load_all(std::span<const Kernel* const> kernels, const Device& device) {
+    for_each_distinct_in_parallel(kernels, [&](const Kernel& k) { (void)load(k, device); });
+}
 
 const LoadedKernel& Runtime::load(const Kernel& kernel, const Device& device, const CompileOptions& options) {
     return impl_->load(kernel, device, options);

@@ -1,8 +1,8 @@
 // A planned graph loaded onto a device: parameters and activations allocated once, every
 // kernel compiled (in parallel) and loaded, then run op by op or replayed as one CUDA graph.
 #include <algorithm>
+#include <chrono>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include <kjit/conv_tuner.hpp>
@@ -25,8 +25,16 @@ LoadedModel::~LoadedModel() = default;
 LoadedModel::LoadedModel(LoadedModel&&) noexcept = default;
 LoadedModel& LoadedModel::operator=(LoadedModel&&) noexcept = default;
 
-LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device, int batch, Runtime& runtime) {
-    ModelPlan planned = ModelPlan::from_json(graph_json, batch, DeviceTraits::of(device));
+LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device, int batch, Runtime& runtime,
+                              PlanOptions options) {
+    using clock = std::chrono::steady_clock;
+    LoadTimes times;
+    auto lap = [mark = clock::now()](double& ms) mutable {
+        const auto now = clock::now();
+        ms = std::chrono::duration<double, std::milli>(now - mark).count();
+        mark = now;
+    };
+    ModelPlan planned = ModelPlan::from_json(graph_json, batch, DeviceTraits::of(device), options);
     // Each conv layer runs its tuned winner where one is stored for this device and driver — or,
     // under the autotune policy (Runtime::autotune), the winner of tuning it now — rather than
     // the heuristic's pick.
@@ -37,7 +45,8 @@ LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device,
                 pick.source != PickSource::heuristic)
                 planned.replace_op(node, std::move(pick.op));
     }
-    auto impl = std::make_unique<Impl>(Impl{device, &runtime, std::move(planned), {}, {}, {}, {}, std::nullopt});
+    lap(times.plan_ms);
+    auto impl = std::make_unique<Impl>(Impl{device, &runtime, std::move(planned), {}, {}, {}, {}, {}, std::nullopt});
     const ModelPlan& plan = impl->plan;
     const std::size_t values = plan.values().size();
     impl->tight.resize(values);
@@ -45,7 +54,6 @@ LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device,
     impl->input_pointers.assign(values, nullptr);
 
     std::vector<const Kernel*> kernels;
-    std::set<std::string> seen;
     for (const auto& node : plan.nodes()) {
         auto& slots = impl->params.emplace_back();
         for (std::size_t p = 0; p < node.params.size(); ++p) {
@@ -61,7 +69,8 @@ LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device,
             }
         }
         const Shape& shape = plan.values()[node.output].shape;
-        impl->tight[node.output].emplace(device, element_count(shape) * sizeof(float));
+        if (plan.storage()[node.output].value == node.output)  // else it lives in a concat's output
+            impl->tight[node.output].emplace(device, element_count(shape) * sizeof(float));
         const std::size_t row = node.op->forward_output_row_elems(shape),
                           stride = node.op->forward_output_row_stride(shape);
         if (row == 0 || element_count(shape) % row || stride < row)
@@ -69,21 +78,22 @@ LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device,
                                          node.name, row, stride, fmt::join(shape, ", ")));
         if (stride > row)
             impl->padded[node.output].emplace(device, element_count(shape) / row * stride * sizeof(float));
-        for (std::size_t l = 0; l < node.op->n_launches(); ++l) {
-            const Kernel& k = node.op->kernel_for_launch(l);
-            if (seen.insert(k.id()).second) kernels.push_back(&k);
-        }
+        if (node.op->is_channel_concat()) continue;  // it copies, launching nothing
+        for (std::size_t l = 0; l < node.op->n_launches(); ++l) kernels.push_back(&node.op->kernel_for_launch(l));
     }
-
-    // Every kernel compiled (or fetched) in parallel, then loaded.
+    lap(times.buffers_ms);
+    // The plan's kernels fetched (or compiled), then loaded as modules, each step in parallel.
     runtime.compile_all(kernels, device.arch());
-    for (const Kernel* k : kernels) (void)runtime.load(*k, device);
+    lap(times.kernels_ms);
+    runtime.load_all(kernels, device);
+    lap(times.modules_ms);
+    impl->times = times;
     return LoadedModel(std::move(impl));
 }
 
 LoadedModel LoadedModel::load_file(const std::filesystem::path& graph, const Device& device, int batch,
-                                   Runtime& runtime) {
-    return load(detail::read_file(graph, "the graph file"), device, batch, runtime);
+                                   Runtime& runtime, PlanOptions options) {
+    return load(detail::read_file(graph, "the graph file"), device, batch, runtime, options);
 }
 
 std::vector<Tensor> LoadedModel::forward(std::span<void* const> inputs, const Stream& stream) {
@@ -140,6 +150,7 @@ std::vector<double> LoadedModel::node_times_ms(std::span<void* const> inputs, co
 }
 
 const ModelPlan& LoadedModel::plan() const noexcept { return impl_->plan; }
+const LoadTimes& LoadedModel::load_times() const noexcept { return impl_->times; }
 
 DeviceBuffer& LoadedModel::parameter(std::string_view key) {
     for (std::size_t n = 0; n < impl_->plan.nodes().size(); ++n)

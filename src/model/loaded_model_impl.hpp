@@ -18,28 +18,60 @@ struct LoadedModel::Impl {
     Device device;
     Runtime* runtime;
     ModelPlan plan;
+    LoadTimes times;
     std::vector<std::vector<DeviceBuffer>> params;    // per node, per slot
-    std::vector<std::optional<DeviceBuffer>> tight;   // per value; graph inputs have none
+    std::vector<std::optional<DeviceBuffer>> tight;   // per value that has its own buffer; graph inputs have none
     std::vector<std::optional<DeviceBuffer>> padded;  // per value: where the op pads its rows
     std::vector<void*> input_pointers;                // per value, the current forward's
     std::optional<Graph> graph;
 
-    void* value_pointer(std::size_t v) const { return tight[v] ? tight[v]->as<void>() : input_pointers[v]; }
+    /// Value `v` where it lives: its own buffer, or its channel slice of the one holding it (at
+    /// that tensor's image stride; 0 where the slice is tight).
+    Tensor value(std::size_t v) const {
+        const ModelPlan::Storage& at = plan.storage()[v];
+        const Shape& shape = plan.values()[v].shape;
+        void* base = tight[at.value] ? tight[at.value]->as<void>() : input_pointers[at.value];
+        if (at.value == v) return {base, shape};
+        const Shape& whole = plan.values()[at.value].shape;  // NCHW: the planner places concat inputs only
+        const std::size_t stride = element_count(whole) / whole[0];
+        return {static_cast<float*>(base) + at.channel * whole[2] * whole[3], shape,
+                stride == element_count(shape) / shape[0] || shape[0] == 1 ? 0 : stride};
+    }
 
     void run_node(std::size_t n, const Stream& stream) {
         const ModelPlan::Node& node = plan.nodes()[n];
         std::vector<Tensor> inputs;
-        for (std::size_t v : node.inputs) inputs.push_back({value_pointer(v), plan.values()[v].shape});
+        for (std::size_t v : node.inputs) inputs.push_back(value(v));
+        const Tensor out = value(node.output);
+        if (node.op->is_channel_concat()) return copy_into_concat(node, inputs, out, stream);
         std::vector<void*> node_params;
         for (auto& p : params[n]) node_params.push_back(p.as<void>());
-        const Shape& shape = plan.values()[node.output].shape;
-        const std::size_t row = node.op->forward_output_row_elems(shape),
-                          stride = node.op->forward_output_row_stride(shape);
-        void* out = padded[node.output] ? padded[node.output]->as<void>() : tight[node.output]->as<void>();
-        node.op->forward(*runtime, stream, {inputs, node_params, out, shape, static_cast<int>(stride)});
-        if (padded[node.output])  // back to tight rows for whoever reads it
+        const std::size_t row = node.op->forward_output_row_elems(out.shape),
+                          stride = node.op->forward_output_row_stride(out.shape);
+        void* target = padded[node.output] ? padded[node.output]->as<void>() : out.data;
+        node.op->forward(*runtime, stream,
+                         {inputs, node_params, target, out.shape, static_cast<int>(stride), out.image_stride});
+        if (padded[node.output])  // back to tight rows for whoever reads it (the plan never places it)
             copy_2d_async(stream, tight[node.output]->address(), row * sizeof(float), padded[node.output]->address(),
-                          stride * sizeof(float), row * sizeof(float), element_count(shape) / row);
+                          stride * sizeof(float), row * sizeof(float), element_count(out.shape) / row);
+    }
+
+    /// A concat's inputs the plan could not place in its output, copied there: one 2-D copy of
+    /// an image's channels per image each.
+    static void copy_into_concat(const ModelPlan::Node& node, std::span<const Tensor> inputs, const Tensor& out,
+                                 const Stream& stream) {
+        std::vector<std::size_t> first_channel{0};
+        for (const Tensor& t : inputs) first_channel.push_back(first_channel.back() + t.shape[1]);
+        const std::size_t plane = out.shape[2] * out.shape[3];
+        for (const ModelPlan::ConcatCopy& c : node.copies) {
+            const Tensor& in = inputs[c.input];
+            const auto address = [](const void* p, std::size_t floats) {
+                return reinterpret_cast<std::uint64_t>(static_cast<const float*>(p) + floats);
+            };
+            copy_2d_async(stream, address(out.data, first_channel[c.input] * plane),
+                          image_stride_of(out) * sizeof(float), address(in.data, 0),
+                          image_stride_of(in) * sizeof(float), in.shape[1] * plane * sizeof(float), in.shape[0]);
+        }
     }
 
     void set_inputs(std::span<void* const> inputs) {
@@ -55,7 +87,7 @@ struct LoadedModel::Impl {
 
     std::vector<Tensor> outputs() const {
         std::vector<Tensor> out;
-        for (std::size_t v : plan.outputs()) out.push_back({value_pointer(v), plan.values()[v].shape});
+        for (std::size_t v : plan.outputs()) out.push_back(value(v));  // tight: the plan keeps outputs so
         return out;
     }
 };

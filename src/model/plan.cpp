@@ -115,7 +115,8 @@ std::string string_field(const json& j, const char* key, const std::string& wher
 
 // ---- plan ---------------------------------------------------------------------------------------------------
 
-ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const DeviceTraits& device) {
+ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const DeviceTraits& device,
+                               PlanOptions options) {
     if (batch <= 0) throw UsageError(fmt::format("batch {} must be positive", batch));
     json g;
     try {
@@ -127,6 +128,7 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
     only_keys(g, {"name", "inputs", "nodes", "outputs"}, "the graph");
     ModelPlan plan;
     plan.batch_ = batch;
+    plan.options_ = options;
     std::unordered_map<std::string, std::size_t> value_of;  // name → index into values_
     auto add_value = [&](const std::string& name, Shape shape, const std::string& what) {
         if (name.empty()) throw UsageError(fmt::format("{} has an empty name", what));
@@ -201,7 +203,7 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
     for (std::size_t i : order) {
         const json& n = nodes[i];
         const std::string& name = names[i];
-        Node node{name, string_field(n, "op", "node '" + name + "'"), {}, 0, nullptr, {}};
+        Node node{name, string_field(n, "op", "node '" + name + "'"), {}, 0, nullptr, {}, {}};
         std::vector<std::string> known;
         const OpFactory factory = detail::find_op_factory(node.op_name, known);
         if (!factory)
@@ -252,7 +254,73 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
             throw UsageError(fmt::format("graph output {} is not a node or an input", o.dump()));
         plan.outputs_.push_back(value_of.at(o.get<std::string>()));
     }
+    plan.place_concat_inputs();
     return plan;
+}
+
+// ---- zero-copy concat ------------------------------------------------------------------------------------
+
+void ModelPlan::place_concat_inputs() {
+    storage_.clear();
+    for (std::size_t v = 0; v < values_.size(); ++v) storage_.push_back({v, 0});
+    std::vector<std::optional<std::size_t>> producer(values_.size());
+    std::vector<std::vector<std::size_t>> readers(values_.size());
+    for (std::size_t n = 0; n < nodes_.size(); ++n) {
+        producer[nodes_[n].output] = n;
+        for (std::size_t v : nodes_[n].inputs) readers[v].push_back(n);
+    }
+    // An op that takes strided tensors, or a concat (its copies take any stride).
+    const auto strided_ok = [](const RuntimeOp& op) { return op.takes_image_strides() || op.is_channel_concat(); };
+    const auto describe = [](const Node& n) { return fmt::format("node '{}' ({})", n.name, n.op_name); };
+    std::vector<const Node*> placed_by(values_.size(), nullptr);
+
+    // Why input `v` of concat `c`, to sit at an image stride of `stride` elements, must be copied ("": it need not).
+    const auto why_copied = [&](std::size_t v, const Node& c, std::size_t stride) -> std::string {
+        if (!options_.place_concat_inputs) return "zero-copy concat is off";
+        if (placed_by[v])
+            return placed_by[v] == &c ? "it is this concat's input more than once"
+                                      : fmt::format("it is also an input of concat '{}'", placed_by[v]->name);
+        if (!producer[v]) return "a graph input: it lives in the caller's buffer";
+        const Node& p = nodes_[*producer[v]];
+        const Shape& shape = values_[v].shape;
+        if (p.op->forward_output_row_stride(shape) != p.op->forward_output_row_elems(shape))
+            return fmt::format("{} writes padded rows", describe(p));
+        if (stride == element_count(shape) / shape[0] || batch_ == 1) return "";  // the slice is tight
+        if (std::ranges::find(outputs_, v) != outputs_.end())
+            return "a graph output, which the caller reads tight: at batch > 1 a slice is not";
+        if (!strided_ok(*p.op)) return fmt::format("{} writes tight images only", describe(p));
+        for (std::size_t r : readers[v])
+            if (&nodes_[r] != &c && !strided_ok(*nodes_[r].op))
+                return fmt::format("{} reads it and takes tight images only", describe(nodes_[r]));
+        return "";
+    };
+    // Outer concats first (reverse topological order), so an inner one placed in an outer one's
+    // output places its inputs there too.
+    for (std::size_t n = nodes_.size(); n-- > 0;) {
+        Node& c = nodes_[n];
+        c.copies.clear();
+        if (!c.op->is_channel_concat()) continue;
+        const Storage out = storage_[c.output];
+        const Shape& root = values_[out.value].shape;
+        const std::size_t stride = element_count(root) / root[0];
+        std::size_t channel = out.channel;
+        for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+            const std::size_t v = c.inputs[i];
+            if (std::string why = why_copied(v, c, stride); why.empty()) {
+                storage_[v] = {out.value, channel};
+                placed_by[v] = &c;
+            } else {
+                c.copies.push_back({i, std::move(why)});
+            }
+            channel += values_[v].shape[1];
+        }
+    }
+}
+
+std::size_t ModelPlan::launches() const {
+    std::size_t n = 0;
+    for (const Node& node : nodes_) n += node.op->is_channel_concat() ? node.copies.size() : node.op->n_launches();
+    return n;
 }
 
 std::vector<std::pair<std::size_t, ModelPlan::ConvLayer>> ModelPlan::conv_layers() const {
@@ -278,6 +346,7 @@ void ModelPlan::replace_op(std::size_t node, std::unique_ptr<RuntimeOp> op) {
     if (op->compute_concrete_output_shape(inputs, output) != output || op->param_shapes(inputs, output) != slots)
         throw UsageError(fmt::format("node '{}': the op put in its place takes other shapes or parameters", n.name));
     n.op = std::move(op);
+    place_concat_inputs();  // the new op may take image strides where the old did not, or not
 }
 
 }  // namespace kjit

@@ -44,7 +44,24 @@ void ElementwiseOp::check_call(const OpCall& call) const {
     require(call.output_row_stride == static_cast<int>(call.output_shape.back()),
             "{} writes tight rows: output_row_stride must be {}, not {}", name, call.output_shape.back(),
             call.output_row_stride);
+    const auto check_stride = [&](const Tensor& t, std::string_view what) {
+        const std::size_t image = element_count(t.shape) / t.shape[0];
+        require(image_stride_of(t) >= image, "{}: {}'s images are {} elements, its image stride {} is shorter", name,
+                what, image, t.image_stride);
+    };
+    for (const Tensor& t : call.inputs) check_stride(t, "an input");
+    check_stride({call.output, call.output_shape, call.output_image_stride}, "the output");
 }
+
+namespace {
+/// Elements from one image of the call's output to the next.
+std::int64_t output_stride(const OpCall& call) {
+    return static_cast<std::int64_t>(image_stride_of({call.output, call.output_shape, call.output_image_stride}));
+}
+std::int64_t input_stride(const OpCall& call, std::size_t i) {
+    return static_cast<std::int64_t>(image_stride_of(call.inputs[i]));
+}
+}  // namespace
 
 // ---- add -------------------------------------------------------------------------------------------
 
@@ -62,7 +79,12 @@ void AddOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
     visitor.visit_ptr(non_null(call.inputs[0].data, "input a"));
     visitor.visit_ptr(non_null(call.inputs[1].data, "input b"));
     visitor.visit_ptr(non_null(call.output, "output y"));
-    visitor.visit_i64(static_cast<std::int64_t>(element_count(call.output_shape)));
+    const std::size_t n = element_count(call.output_shape);
+    visitor.visit_i64(static_cast<std::int64_t>(n));
+    visitor.visit_i64(static_cast<std::int64_t>(n / call.output_shape[0]));
+    visitor.visit_i64(input_stride(call, 0));
+    visitor.visit_i64(input_stride(call, 1));
+    visitor.visit_i64(output_stride(call));
 }
 
 // ---- concat along channels ---------------------------------------------------------------------------
@@ -100,9 +122,10 @@ void ConcatChannelsOp::pack_args_for_launch(std::size_t launch, const OpCall& ca
     visitor.visit_ptr(non_null(call.output, "output y"));
     visitor.visit_i32(as_i32(src[0], "B"));
     visitor.visit_i32(as_i32(src[1], "C_SRC"));
-    visitor.visit_i32(as_i32(call.output_shape[1], "C_DST"));
     visitor.visit_i32(as_i32(offset, "C_OFFSET"));
     visitor.visit_i64(static_cast<std::int64_t>(src[2] * src[3]));
+    visitor.visit_i64(input_stride(call, launch));
+    visitor.visit_i64(output_stride(call));
 }
 
 Dims ConcatChannelsOp::grid_for_launch(std::size_t launch, std::span<const ShapeView> input_shapes, ShapeView) const {
@@ -140,6 +163,8 @@ void MaxPool2dOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
     visitor.visit_i32(window_);
     visitor.visit_i32(stride_);
     visitor.visit_i32(pad_);
+    visitor.visit_i64(input_stride(call, 0));
+    visitor.visit_i64(output_stride(call));
 }
 
 // ---- nearest upsampling -----------------------------------------------------------------------------------
@@ -164,6 +189,8 @@ void UpsampleNearest2dOp::pack_args(const OpCall& call, ArgVisitor& visitor) con
     visitor.visit_ptr(non_null(call.inputs[0].data, "input x"));
     visitor.visit_ptr(non_null(call.output, "output y"));
     for (std::size_t v : {x[0], x[1], x[2], x[3]}) visitor.visit_i32(as_i32(v, "a size"));
+    visitor.visit_i64(input_stride(call, 0));
+    visitor.visit_i64(output_stride(call));
 }
 
 }  // namespace kjit

@@ -24,6 +24,8 @@ std::size_t RuntimeOp::forward_output_row_stride(ShapeView output_shape) const {
 Shape RuntimeOp::compute_concrete_output_shape(std::span<const ShapeView>, ShapeView resolved) const {
     return Shape(resolved.begin(), resolved.end());
 }
+bool RuntimeOp::takes_image_strides() const { return false; }
+bool RuntimeOp::is_channel_concat() const { return false; }
 
 const RuntimeOp& RuntimeOp::op_for(const OpCall&) const { return *this; }
 Dims RuntimeOp::block() const { return {kernel_for_launch(0).max_threads_per_block(), 1, 1}; }
@@ -103,6 +105,14 @@ void check_inputs(const RuntimeOp& op, const OpCall& call) {
 void run_forward(const RuntimeOp& self, Runtime& runtime, const Stream& stream, const OpCall& call,
                  const CompileOptions* options) {
     check_inputs(self, call);
+    if (!self.takes_image_strides()) {
+        const auto strided = [](const Tensor& t) {
+            return t.image_stride && t.image_stride != image_stride_of({t.data, t.shape});
+        };
+        if (std::ranges::any_of(call.inputs, strided) ||
+            strided({call.output, call.output_shape, call.output_image_stride}))
+            throw UsageError("this op takes tight tensors only (takes_image_strides() is false): copy the slice first");
+    }
     const RuntimeOp& op = self.op_for(call);
     const InputShapes shapes(call.inputs);
     run_launches(

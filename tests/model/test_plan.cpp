@@ -12,6 +12,7 @@
 #include <kjit/elementwise.hpp>
 #include <kjit/model.hpp>
 
+#include "model/graphs.hpp"
 #include "support.hpp"
 
 using namespace kjit;
@@ -236,4 +237,88 @@ TEST_CASE("weights are checked against a plan without a device: every missing ke
     auto extra = tensors;
     extra["nobody.weight"] = tensors["a.bn_scale"];
     CHECK(check_weights(plan, extra).extra == std::vector<std::string>{"nobody.weight"});
+}
+
+namespace {
+
+struct Placed {
+    std::string in;  ///< the value holding it ("" where it has its own buffer)
+    std::size_t channel = 0;
+};
+
+Placed placed(const ModelPlan& plan, std::string_view name) {
+    for (std::size_t v = 0; v < plan.values().size(); ++v)
+        if (plan.values()[v].name == name) {
+            const auto& at = plan.storage()[v];
+            return at.value == v ? Placed{} : Placed{plan.values()[at.value].name, at.channel};
+        }
+    FAIL("no value ", name);
+    return {};
+}
+
+/// "input: reason" for each copy of concat `name`.
+std::vector<std::string> copies(const ModelPlan& plan, std::string_view name) {
+    std::vector<std::string> out;
+    for (const auto& node : plan.nodes())
+        if (node.name == name)
+            for (const auto& c : node.copies)
+                out.push_back(fmt::format("{}: {}", plan.values()[node.inputs[c.input]].name, c.reason));
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("zero-copy concat: producers write into the concat's output where they and every reader can") {
+    SUBCASE("batch 1: every channel slice is tight, so any producer writes it") {
+        const auto plan = ModelPlan::from_json(test::concat_graph, 1, h200);
+        CHECK(placed(plan, "inner").in == "cat");
+        CHECK(placed(plan, "a").in == "cat");  // through the nested concat
+        CHECK(placed(plan, "a").channel == 0);
+        CHECK(placed(plan, "r").in == "cat");
+        CHECK(placed(plan, "r").channel == 7);
+        CHECK(placed(plan, "p").in == "cat");
+        CHECK(placed(plan, "p").channel == 14);
+        CHECK(placed(plan, "cat").in.empty());  // its own buffer: nothing holds it
+        CHECK(placed(plan, "x").in.empty());
+        CHECK(copies(plan, "inner").empty());
+        CHECK(copies(plan, "cat") == std::vector<std::string>{"x: a graph input: it lives in the caller's buffer",
+                                                              "p: it is this concat's input more than once"});
+        // Four convs and adds/pools: a, b, r, p, head; the concats copy x and the second p.
+        CHECK(plan.launches() == 5 + 2);
+    }
+    SUBCASE("batch 3: slices lie at the concat's image stride; a conv writes and reads tight images only") {
+        const auto plan = ModelPlan::from_json(test::concat_graph, 3, h200);
+        CHECK(placed(plan, "inner").in == "cat");
+        CHECK(placed(plan, "a").in.empty());
+        CHECK(placed(plan, "r").in == "cat");  // the add writes it, the max pool reads it, at any stride
+        CHECK(placed(plan, "p").in == "cat");
+        CHECK(copies(plan, "inner") ==
+              std::vector<std::string>{"a: node 'a' (conv2d_bn_silu) writes tight images only"});
+        CHECK(copies(plan, "cat").size() == 2);
+        CHECK(plan.launches() == 5 + 3);
+    }
+    SUBCASE("a graph output stays tight at batch > 1; off, every input is copied") {
+        const char* graph = R"({"inputs": [{"name": "x", "shape": ["B", 2, 4, 4]}], "outputs": ["p", "cat"],
+            "nodes": [{"name": "p", "op": "maxpool2d", "inputs": ["x"], "attrs": {"kernel": 3, "stride": 1, "pad": 1}},
+                      {"name": "q", "op": "maxpool2d", "inputs": ["x"], "attrs": {"kernel": 3, "stride": 1, "pad": 1}},
+                      {"name": "cat", "op": "concat", "inputs": ["p", "q"]}]})";
+        const auto two = ModelPlan::from_json(graph, 2, h200);
+        CHECK(copies(two, "cat") ==
+              std::vector<std::string>{"p: a graph output, which the caller reads tight: at batch > 1 a slice is not"});
+        CHECK(placed(two, "q").in == "cat");
+        CHECK(placed(ModelPlan::from_json(graph, 1, h200), "p").in == "cat");
+        const auto off = ModelPlan::from_json(graph, 1, h200, {.place_concat_inputs = false});
+        CHECK(copies(off, "cat").size() == 2);
+        CHECK(placed(off, "p").in.empty());
+        CHECK(off.launches() == 4);
+    }
+    SUBCASE("YOLOv8n: every concat copy gone at batch 1") {
+        std::ifstream file(KJIT_SOURCE_DIR "/examples/yolov8n/yolov8n.json");
+        const std::string yolo{std::istreambuf_iterator<char>(file), {}};
+        const auto one = ModelPlan::from_json(yolo, 1, h200);
+        const auto copied = ModelPlan::from_json(yolo, 1, h200, {.place_concat_inputs = false});
+        CHECK(copied.launches() == 80);
+        CHECK(one.launches() == 80 - 28);
+        for (const auto& node : one.nodes()) CHECK(node.copies.empty());
+    }
 }
