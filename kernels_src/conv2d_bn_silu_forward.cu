@@ -19,8 +19,8 @@ struct Columns {
     const float* x;  // first input channel of this group in image 0
     long long P;     // columns: B·OH·OW
     int M, K, H, W, OW, stride, pad;
-    long long x_image_stride;  // C_IN·H·W
-    long long y_image_stride;  // C_OUT·y_row_stride
+    long long x_image_stride;  // C_IN·H·W where x is tight
+    long long y_image_stride;  // C_OUT·y_row_stride where y is
     Divisor taps, kw_count;    // KH·KW and KW
     // This thread's column: its image's input and the patch's top-left corner.
     const float* x_image = nullptr;
@@ -73,7 +73,8 @@ template <int BLOCK_M, int BLOCK_N, int BLOCK_K, int GROUP_M>
 __device__ __forceinline__ void conv2d_bn_silu_forward(const float* x, const float* w, const float* bn_scale,
                                                        const float* bn_shift, float* y, int B, int C_IN, int H, int W,
                                                        int C_OUT, int OH, int OW, int KH, int KW, int stride, int pad,
-                                                       int groups, int y_row_stride)
+                                                       int groups, int y_row_stride, long long x_image_stride,
+                                                       long long y_image_stride, const float* residual)
 {
     const int g = blockIdx.y;  // one GEMM per group
     const int cin_pg = C_IN / groups, cout_pg = C_OUT / groups;
@@ -93,12 +94,13 @@ __device__ __forceinline__ void conv2d_bn_silu_forward(const float* x, const flo
                                                               OW,
                                                               stride,
                                                               pad,
-                                                              (long long)C_IN * H * W,
-                                                              (long long)C_OUT * y_row_stride,
+                                                              x_image_stride,
+                                                              y_image_stride,
                                                               implicit_gemm::Divisor(KH * KW),
                                                               implicit_gemm::Divisor(KW)};
     columns.own(col0 + threadIdx.x % BLOCK_M);
     const long long first_row = (long long)g * cout_pg;
-    gemm::gemm_bn_silu(weights, columns, col0, bn_scale + first_row, bn_shift + first_row, y + first_row * y_row_stride,
-                       y_row_stride);
+    const long long first = first_row * y_row_stride;
+    gemm::gemm_bn_silu(weights, columns, col0, bn_scale + first_row, bn_shift + first_row, y + first,
+                       residual ? residual + first : nullptr, y_row_stride);
 }

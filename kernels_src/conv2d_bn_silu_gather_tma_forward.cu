@@ -24,8 +24,11 @@ struct Columns {
     static constexpr int boxes = BLOCK_M / 32;
     const float* x;
     float* y;
-    int pixels;  // the GEMM's columns: B·OH·OW
+    const float* residual;  // added to y where not null
+    int pixels;             // the GEMM's columns: B·OH·OW
     int C_IN, H, W, C_OUT, OH, OW, stride, pad, K, y_row_stride;
+    int x_image_stride;  // the host checked that x's last image ends below 2³¹
+    long long y_image_stride;
     kjit::Divisor taps, kw, period;  // KH·KW, KW, the (channel, tap) table's steps
 
     /// Column j of box i of a tile: box s = tile_m·BLOCK_M/32 + i holds j = 32·s …
@@ -62,7 +65,7 @@ struct Columns {
                 const bool live = j < c.pixels;
                 ih0[i] = live ? oh * c.stride - c.pad : -(1 << 30);  // a column past the end reads nothing
                 iw0[i] = ow * c.stride - c.pad;
-                corner[i] = live ? (b * c.C_IN * c.H + ih0[i]) * c.W + iw0[i] : 0;
+                corner[i] = live ? b * c.x_image_stride + ih0[i] * c.W + iw0[i] : 0;
             }
         }
         /// The gathered copies arrive on the barrier themselves: TMA brings no X bytes.
@@ -105,8 +108,8 @@ struct Columns {
         const int pixel = threadIdx.x % 32, j = column(tile_m, i, pixel);
         if (j >= pixels) return;
         const int image = OH * OW, b = j / image;
-        float* out = y + (1LL * b * C_OUT + row0) * y_row_stride + (j - b * image);
-        gemm::sm90::store_pixel_channels<BLOCK_N, Columns>(out, y_row_stride, src, pixel, row0, N);
+        const long long at = b * y_image_stride + 1LL * row0 * y_row_stride + (j - b * image);
+        gemm::sm90::store_pixel_channels<BLOCK_N, Columns>(y, residual, at, y_row_stride, src, pixel, row0, N);
     }
 };
 
@@ -117,11 +120,13 @@ __device__ __forceinline__ void conv2d_bn_silu_gather_tma_forward(const float* x
                                                                   float* y, const float* bn_scale,
                                                                   const float* bn_shift, int B, int C_IN, int H, int W,
                                                                   int C_OUT, int OH, int OW, int KH, int KW, int stride,
-                                                                  int pad, int y_row_stride)
+                                                                  int pad, int y_row_stride, long long x_image_stride,
+                                                                  long long y_image_stride, const float* residual)
 {
     const int K = C_IN * KH * KW, pixels = B * OH * OW;
     const gather_sm90::Columns<BLOCK_M> columns{x,
                                                 y,
+                                                residual,
                                                 pixels,
                                                 C_IN,
                                                 H,
@@ -133,6 +138,8 @@ __device__ __forceinline__ void conv2d_bn_silu_gather_tma_forward(const float* x
                                                 pad,
                                                 K,
                                                 y_row_stride,
+                                                static_cast<int>(x_image_stride),
+                                                y_image_stride,
                                                 kjit::Divisor(KH * KW),
                                                 kjit::Divisor(KW),
                                                 kjit::Divisor(kjit::TapTable{KH * KW}.period())};

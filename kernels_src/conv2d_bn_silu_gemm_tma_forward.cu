@@ -79,7 +79,9 @@ struct Columns {
     static constexpr int consumers = BLOCK_M / 64;
     const kjit::TensorMap& x_map;
     float* y;
+    const float* residual;  // added to y where not null
     int B, C_OUT, y_row_stride;
+    long long y_image_stride;
     kjit::ImageBox image;
 
     static constexpr bool gathers = false;  // TMA reads x
@@ -144,8 +146,8 @@ struct Columns {
         const int pixel = threadIdx.x % 32, q = row(i, pixel), M = image.pixels, img = q / M;
         const int b = first_image(tile_m, i) + img;
         if (q >= image.images() * M || b >= B) return;
-        float* out = y + (1LL * b * C_OUT + row0) * y_row_stride + (q - img * M);
-        gemm::sm90::store_pixel_channels<BLOCK_N, Columns>(out, y_row_stride, src, pixel, row0, N);
+        const long long at = b * y_image_stride + 1LL * row0 * y_row_stride + (q - img * M);
+        gemm::sm90::store_pixel_channels<BLOCK_N, Columns>(y, residual, at, y_row_stride, src, pixel, row0, N);
     }
 };
 
@@ -154,12 +156,13 @@ struct Columns {
 template <int BLOCK_M, int BLOCK_N, int STAGES, int GROUP_M>
 __device__ __forceinline__ void conv2d_bn_silu_gemm_tma_forward(
     const kjit::TensorMap& x_map, const kjit::TensorMap& w_map, const kjit::TensorMap& y_map, float* y,
-    const float* bn_scale, const float* bn_shift, int B, int C_IN, int C_OUT, int M, int y_row_stride, int image_inner)
+    const float* bn_scale, const float* bn_shift, int B, int C_IN, int C_OUT, int M, int y_row_stride, int image_inner,
+    long long, long long y_image_stride, const float* residual)  // x's image stride is in x_map
 {
     constexpr kjit::Sm90Geometry G{BLOCK_M, BLOCK_N, STAGES};
     if (image_inner > 0) {
         const kjit::ImageBox image{M, image_inner};
-        const images_sm90::Columns<BLOCK_M> columns{x_map, y, B, C_OUT, y_row_stride, image};
+        const images_sm90::Columns<BLOCK_M> columns{x_map, y, residual, B, C_OUT, y_row_stride, y_image_stride, image};
         gemm::sm90::gemm_bn_silu<BLOCK_M, BLOCK_N, STAGES, GROUP_M>(columns, w_map, G.column_tiles(2 * image.groups(B)),
                                                                     C_OUT, C_IN, bn_scale, bn_shift);
     } else {

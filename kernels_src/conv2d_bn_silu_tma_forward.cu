@@ -131,7 +131,9 @@ struct Columns {
     const kjit::TensorMap& x_map;
     const kjit::TensorMap& y_map;
     float* y;
+    const float* residual;  // added to y where not null (y_by_tma is then false)
     int B, C_OUT, OH, OW, y_row_stride;
+    long long y_image_stride;
     bool y_by_tma;
     kjit::TapBox patch;
     int boxes_w, boxes_per_image, pad, box_w_log2;
@@ -229,8 +231,8 @@ struct Columns {
         const int pixel = threadIdx.x % 32;
         const int oh = p.oh0 + (pixel >> box_w_log2), ow = p.ow0 + (pixel & (patch.box_w - 1));
         if (p.b >= B || oh >= OH || ow >= OW) return;
-        float* out = y + (1LL * p.b * C_OUT + row0) * y_row_stride + oh * OW + ow;
-        gemm::sm90::store_pixel_channels<BLOCK_N, Columns>(out, y_row_stride, src, pixel, row0, N);
+        const long long at = p.b * y_image_stride + 1LL * row0 * y_row_stride + oh * OW + ow;
+        gemm::sm90::store_pixel_channels<BLOCK_N, Columns>(y, residual, at, y_row_stride, src, pixel, row0, N);
     }
 };
 
@@ -249,7 +251,9 @@ struct Columns {
     const kjit::TensorMap& x_map;
     const kjit::TensorMap& y_map;
     float* y;
+    const float* residual;  // added to y where not null (y_by_tma is then false)
     int B, C_OUT, H, W, OH, OW, stride, pad, y_row_stride;
+    long long y_image_stride;
     bool y_by_tma;
     kjit::RowsBox patch;
     int boxes_per_image;
@@ -356,8 +360,8 @@ struct Columns {
         const Box p = box(tile_m, i);
         const int pixel = threadIdx.x % 32, j = p.j0 + pixel;
         if (p.b >= B || j >= OH * OW) return;
-        float* out = y + (1LL * p.b * C_OUT + row0) * y_row_stride + j;
-        gemm::sm90::store_pixel_channels<BLOCK_N, Columns>(out, y_row_stride, src, pixel, row0, N);
+        const long long at = p.b * y_image_stride + 1LL * row0 * y_row_stride + j;
+        gemm::sm90::store_pixel_channels<BLOCK_N, Columns>(y, residual, at, y_row_stride, src, pixel, row0, N);
     }
 };
 
@@ -370,7 +374,9 @@ __device__ __forceinline__ void conv2d_bn_silu_tma_forward(const kjit::TensorMap
                                                            int C_IN, int H, int W, int C_OUT, int groups, int OH,
                                                            int OW, int KH, int KW, int stride, int pad, int box_w,
                                                            int box_rows, int box_channels, int planes_apart,
-                                                           int y_row_stride, int y_by_tma)
+                                                           int y_row_stride, int y_by_tma, long long,
+                                                           long long y_image_stride,  // x's is in x_map
+                                                           const float* residual)
 {
     constexpr kjit::Sm90Geometry G{BLOCK_M, BLOCK_N, STAGES};
     const int taps = KH * KW, K = C_IN / groups * taps;  // a group's
@@ -381,10 +387,24 @@ __device__ __forceinline__ void conv2d_bn_silu_tma_forward(const kjit::TensorMap
             kjit::Divisor(taps), kjit::Divisor(KW), kjit::Divisor(kjit::TapTable{taps}.period()),
             static_cast<unsigned>(patch.patch_h() * patch.patch_w() * 4), static_cast<unsigned>(patch.patch_w() * 4)};
         const int boxes_w = kjit::ceil_div(OW, box_w), boxes_per_image = kjit::ceil_div(OH, patch.rows()) * boxes_w;
-        const taps_sm90::Columns<BLOCK_M> columns{
-            x_map,        y_map,         y,     B,       C_OUT,           OH,  OW,
-            y_row_stride, y_by_tma != 0, patch, boxes_w, boxes_per_image, pad, __ffs(box_w) - 1,
-            patches,      group_channels};
+        const taps_sm90::Columns<BLOCK_M> columns{x_map,
+                                                  y_map,
+                                                  y,
+                                                  residual,
+                                                  B,
+                                                  C_OUT,
+                                                  OH,
+                                                  OW,
+                                                  y_row_stride,
+                                                  y_image_stride,
+                                                  y_by_tma != 0,
+                                                  patch,
+                                                  boxes_w,
+                                                  boxes_per_image,
+                                                  pad,
+                                                  __ffs(box_w) - 1,
+                                                  patches,
+                                                  group_channels};
         gemm::sm90::gemm_bn_silu<BLOCK_M, BLOCK_N, STAGES, GROUP_M>(
             columns, w_map, G.column_tiles(patch.boxes(B, OH, OW)), C_OUT, K, bn_scale, bn_shift);
     } else {  // whole rows, flattened
@@ -395,6 +415,7 @@ __device__ __forceinline__ void conv2d_bn_silu_tma_forward(const kjit::TensorMap
         const rows_sm90::Columns<BLOCK_M> columns{x_map,
                                                   y_map,
                                                   y,
+                                                  residual,
                                                   B,
                                                   C_OUT,
                                                   H,
@@ -404,6 +425,7 @@ __device__ __forceinline__ void conv2d_bn_silu_tma_forward(const kjit::TensorMap
                                                   stride,
                                                   pad,
                                                   y_row_stride,
+                                                  y_image_stride,
                                                   y_by_tma != 0,
                                                   patch,
                                                   kjit::ceil_div(OH * OW, 32),

@@ -161,6 +161,10 @@ public:
     [[nodiscard]] Dims grid(ShapeView output_shape) const override;
     [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t) const override { return tiles_.shared_bytes(split_k_); }
     [[nodiscard]] Dims cluster_for_launch(std::size_t) const override { return {unsigned(split_k_), 1, 1}; }
+    /// x and y may be channel slices of wider tensors (x_image_stride, y_image_stride).
+    [[nodiscard]] bool takes_image_strides() const override { return true; }
+    /// The epilogue adds OpCall::residual (laid out as y) where a call gives one.
+    [[nodiscard]] bool accepts_residual_add() const override { return true; }
 
 protected:
     GemmConvOp(Kernel kernel, const Conv2dAttrs& attrs, const GemmTiles& tiles, int split_k)
@@ -176,10 +180,11 @@ private:
 /// K = C_IN, M = OH·OW; the batch is folded into the columns.
 class Conv2dBnSiluGemmForward final : public GemmConvOp {
 public:
-    using KernelType =
-        TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>, param<"bn_shift", float*>,
-                    param<"y", float*>, param<"B", std::int32_t>, param<"C_IN", std::int32_t>,
-                    param<"C_OUT", std::int32_t>, param<"M", std::int32_t>, param<"y_row_stride", std::int32_t>>;
+    using KernelType = TypedKernel<param<"x", float*>, param<"w", float*>, param<"bn_scale", float*>,
+                                   param<"bn_shift", float*>, param<"y", float*>, param<"B", std::int32_t>,
+                                   param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>, param<"M", std::int32_t>,
+                                   param<"y_row_stride", std::int32_t>, param<"x_image_stride", std::int64_t>,
+                                   param<"y_image_stride", std::int64_t>, param<"residual", float*>>;
 
     /// Throws UsageError for invalid tiles (GemmTiles::validate).
     Conv2dBnSiluGemmForward(int block_m, int block_n, int block_k, int group_m,
@@ -211,6 +216,12 @@ public:
     [[nodiscard]] bool gathers() const noexcept { return gathers_; }
 
     /// This op, or its sm80 fallback where TMA cannot reach the call's tensors.
+    /// x and y may be channel slices of wider tensors (x_image_stride, y_image_stride; the
+    /// fallback takes them too).
+    [[nodiscard]] bool takes_image_strides() const override { return true; }
+    /// The consumers add OpCall::residual as they store y themselves (the 1×1 kernel, whose y
+    /// goes by TMA, adds none).
+    [[nodiscard]] bool accepts_residual_add() const override { return true; }
     [[nodiscard]] const RuntimeOp& op_for(const OpCall& call) const override;
     /// The weight rounded to TF32, to nearest (ties away from zero, as `cvt.rna.tf32.f32`): the
     /// kernels read W through a wgmma descriptor, and the tensor cores would truncate it. A
@@ -257,14 +268,17 @@ private:
 /// multiple of 8 (of 4 up to 32 pixels). C_IN a multiple of 4 and a 16-byte aligned x and weight.
 class Conv2dBnSiluGemmTmaForward final : public TmaConvOp {
 public:
-    using KernelType =
-        TypedKernel<param<"x_map", TensorMap>, param<"w_map", TensorMap>, param<"y_map", TensorMap>, param<"y", float*>,
-                    param<"bn_scale", float*>, param<"bn_shift", float*>, param<"B", std::int32_t>,
-                    param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>, param<"M", std::int32_t>,
-                    param<"y_row_stride", std::int32_t>, param<"image_inner", std::int32_t>>;
+    using KernelType = TypedKernel<param<"x_map", TensorMap>, param<"w_map", TensorMap>, param<"y_map", TensorMap>,
+                                   param<"y", float*>, param<"bn_scale", float*>, param<"bn_shift", float*>,
+                                   param<"B", std::int32_t>, param<"C_IN", std::int32_t>, param<"C_OUT", std::int32_t>,
+                                   param<"M", std::int32_t>, param<"y_row_stride", std::int32_t>,
+                                   param<"image_inner", std::int32_t>, param<"x_image_stride", std::int64_t>,
+                                   param<"y_image_stride", std::int64_t>, param<"residual", float*>>;
 
     /// Throws UsageError for invalid tiles or a device that is not 9.0.
     Conv2dBnSiluGemmTmaForward(const Sm90Tiles& tiles, const DeviceTraits& device, float bn_eps = 1e-5f);
+    /// Its 32-pixel boxes of y go by TMA, which adds nothing.
+    [[nodiscard]] bool accepts_residual_add() const override { return false; }
 };
 
 /// Conv2d (any kernel size up to 64 taps, stride, padding, groups; dilation 1) + BN + SiLU on
@@ -290,7 +304,8 @@ public:
         param<"OH", std::int32_t>, param<"OW", std::int32_t>, param<"KH", std::int32_t>, param<"KW", std::int32_t>,
         param<"stride", std::int32_t>, param<"pad", std::int32_t>, param<"box_w", std::int32_t>,
         param<"box_rows", std::int32_t>, param<"box_channels", std::int32_t>, param<"planes_apart", std::int32_t>,
-        param<"y_row_stride", std::int32_t>, param<"y_by_tma", std::int32_t>>;
+        param<"y_row_stride", std::int32_t>, param<"y_by_tma", std::int32_t>, param<"x_image_stride", std::int64_t>,
+        param<"y_image_stride", std::int64_t>, param<"residual", float*>>;
 
     /// Throws UsageError for invalid tiles, a device that is not 9.0, or attributes the kernel
     /// does not take (dilation, unequal strides or paddings, more than 64 taps).
@@ -305,12 +320,14 @@ public:
 /// multiple of 4 and a 16-byte aligned weight.
 class Conv2dBnSiluGatherTmaForward final : public TmaConvOp {
 public:
-    using KernelType = TypedKernel<param<"x", float*>, param<"w_map", TensorMap>, param<"y", float*>,
-                                   param<"bn_scale", float*>, param<"bn_shift", float*>, param<"B", std::int32_t>,
-                                   param<"C_IN", std::int32_t>, param<"H", std::int32_t>, param<"W", std::int32_t>,
-                                   param<"C_OUT", std::int32_t>, param<"OH", std::int32_t>, param<"OW", std::int32_t>,
-                                   param<"KH", std::int32_t>, param<"KW", std::int32_t>, param<"stride", std::int32_t>,
-                                   param<"pad", std::int32_t>, param<"y_row_stride", std::int32_t>>;
+    using KernelType =
+        TypedKernel<param<"x", float*>, param<"w_map", TensorMap>, param<"y", float*>, param<"bn_scale", float*>,
+                    param<"bn_shift", float*>, param<"B", std::int32_t>, param<"C_IN", std::int32_t>,
+                    param<"H", std::int32_t>, param<"W", std::int32_t>, param<"C_OUT", std::int32_t>,
+                    param<"OH", std::int32_t>, param<"OW", std::int32_t>, param<"KH", std::int32_t>,
+                    param<"KW", std::int32_t>, param<"stride", std::int32_t>, param<"pad", std::int32_t>,
+                    param<"y_row_stride", std::int32_t>, param<"x_image_stride", std::int64_t>,
+                    param<"y_image_stride", std::int64_t>, param<"residual", float*>>;
 
     /// Throws UsageError as Conv2dBnSiluTmaForward's constructor does.
     Conv2dBnSiluGatherTmaForward(const Sm90Tiles& tiles, const Conv2dAttrs& attrs, const DeviceTraits& device);
@@ -421,7 +438,8 @@ using GeneralConvKernel =
 /// [⌈B·OH·OW/BLOCK_M⌉·⌈N/BLOCK_N⌉·split_k, groups, 1].
 class Conv2dBnSiluForward final : public GemmConvOp {
 public:
-    using KernelType = GeneralConvKernel<>;
+    using KernelType = GeneralConvKernel<param<"x_image_stride", std::int64_t>, param<"y_image_stride", std::int64_t>,
+                                         param<"residual", float*>>;
 
     /// Throws UsageError for invalid tiles or attributes no kernel supports (dilation ≠ 1,
     /// unequal strides or paddings).

@@ -43,6 +43,7 @@ public:
                                    param<"image", std::int64_t>, param<"a_stride", std::int64_t>,
                                    param<"b_stride", std::int64_t>, param<"y_stride", std::int64_t>>;
     AddOp();
+    [[nodiscard]] bool is_elementwise_add() const override { return true; }
     [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
                                                       ShapeView resolved) const override;
     void pack_args(const OpCall& call, ArgVisitor& visitor) const override;

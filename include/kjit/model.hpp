@@ -58,6 +58,10 @@ struct PlanOptions {
     /// Zero-copy concat: a concat's inputs are written straight into channel slices of its
     /// output by their producers, and the concat launches nothing (see ModelPlan::Storage).
     bool place_concat_inputs = true;
+    /// Fused residual adds: an add whose one input is an op's output that only it reads, where
+    /// the op accepts_residual_add(), is made by that op's epilogue (Node::residual) and launches
+    /// nothing.
+    bool fuse_residual_adds = true;
 };
 
 /// A graph for one batch size: nodes in topological order, each with its op made, its output
@@ -87,6 +91,10 @@ public:
         std::unique_ptr<RuntimeOp> op;
         std::vector<Param> params;
         std::vector<ConcatCopy> copies;  ///< a concat's (RuntimeOp::is_channel_concat) copied inputs
+        /// The value this node's op adds in its epilogue: an add fused into it, which then writes
+        /// the add's output (its own output value is never made).
+        std::optional<std::size_t> residual;
+        bool fused = false;  ///< an add another node's epilogue makes: it launches nothing
     };
     /// Where a value's tensor lives: in its own buffer, or as channels [channel, channel + C) of
     /// another value's — a concat's output the planner placed it in, which its producer writes
@@ -117,13 +125,18 @@ public:
     [[nodiscard]] const std::vector<std::size_t>& outputs() const noexcept { return outputs_; }
     /// Per value, where it lives.
     [[nodiscard]] const std::vector<Storage>& storage() const noexcept { return storage_; }
-    /// Kernel launches and copies one forward runs: every node's launches, a concat's copies only.
+    /// Kernel launches and copies one forward runs: every node's launches, a concat's copies
+    /// only, none for a fused add.
     [[nodiscard]] std::size_t launches() const;
 
 private:
+    /// Where every value lives: place_concat_inputs, then fuse_residual_adds.
+    void plan_storage();
     /// Places the concats' inputs in their outputs where producers and readers allow (storage_,
     /// Node::copies).
     void place_concat_inputs();
+    /// Folds adds into their producers' epilogues where allowed (Node::residual, Node::fused).
+    void fuse_residual_adds();
 
     int batch_ = 0;
     PlanOptions options_;

@@ -54,6 +54,10 @@ struct OpCall {
     int output_row_stride = 0;  ///< elements between output rows (forward_output_row_stride)
     /// Elements between output images, 0: tight. Non-zero only for an op that takes_image_strides().
     std::size_t output_image_stride = 0;
+    /// A tensor laid out as the output (its shape, rows and image stride) that the op adds to its
+    /// result in its epilogue: a residual add fused into it. Only for an op that
+    /// accepts_residual_add().
+    const void* residual = nullptr;
 };
 
 /// The tensors of one backward call: the forward's, the output gradient, and the gradients to write.
@@ -122,6 +126,12 @@ public:
     /// Whether the op only joins its NCHW inputs along channels, in order: a planner may then
     /// have its producers write into its output and run none of its launches. Default: false.
     [[nodiscard]] virtual bool is_channel_concat() const;
+    /// Whether the op adds its two inputs elementwise and nothing more: a planner may fold it into
+    /// the epilogue of an op that accepts_residual_add(). Default: false.
+    [[nodiscard]] virtual bool is_elementwise_add() const;
+    /// Whether the op adds OpCall::residual to its output in its epilogue, where a call gives one.
+    /// Default: false (forward() refuses a residual).
+    [[nodiscard]] virtual bool accepts_residual_add() const;
 
     // ---- launches (defaults: one launch of kernel_for_launch(0)) ----
 

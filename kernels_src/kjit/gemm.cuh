@@ -15,12 +15,12 @@
 
 namespace gemm {
 
-/// One output tile: rows row0… of W's N, columns col0… of X; bn_scale, bn_shift and y start at
-/// row 0 of this GEMM.
+/// One output tile: rows row0… of W's N, columns col0… of X; bn_scale, bn_shift, y and the
+/// residual (added to y where not null) start at row 0 of this GEMM.
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K, class Columns>
 __device__ __forceinline__ void gemm_bn_silu(const Weights<BLOCK_M, BLOCK_N, BLOCK_K>& weights, const Columns& columns,
                                              long long col0, const float* bn_scale, const float* bn_shift, float* y,
-                                             int y_row_stride)
+                                             const float* residual, int y_row_stride)
 {
     using T = Tiles<BLOCK_M, BLOCK_N, BLOCK_K>;
     extern __shared__ __align__(16) float shared[];
@@ -32,7 +32,7 @@ __device__ __forceinline__ void gemm_bn_silu(const Weights<BLOCK_M, BLOCK_N, BLO
     mainloop_sm80(acc, weights, columns, this_k_range<BLOCK_K>(weights.K, split), shared, warp_row, warp_col);
     if (!reduce_split_k<T::THREADS>(acc, shared, split)) return;
     store_bn_silu<BLOCK_M, BLOCK_N, BLOCK_K>(acc, weights.row0, weights.N, columns, col0, bn_scale, bn_shift, y,
-                                             y_row_stride, warp_row, warp_col);
+                                             residual, y_row_stride, warp_row, warp_col);
 }
 
 }  // namespace gemm

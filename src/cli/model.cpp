@@ -89,6 +89,17 @@ int plan_model(const ModelOptions& o) {
             row.launches.push_back(
                 fmt::format("writes  into {} channels {}..{}", whole.name, at.channel, at.channel + out[1] - 1));
         }
+        if (node.residual) {
+            j["residual"] = plan.values()[*node.residual].name;
+            row.launches.push_back(fmt::format("adds    {} in its epilogue", plan.values()[*node.residual].name));
+        }
+        if (node.fused) {
+            j["fused"] = true;
+            row.launches.push_back("no launch: the producer of its other input adds it in its epilogue");
+            nodes.push_back(std::move(j));
+            rows.push_back(std::move(row));
+            continue;
+        }
         if (node.op->is_channel_concat()) {  // copies of the inputs not placed, no launch of its own
             nlohmann::json copies = nlohmann::json::array();
             for (const auto& c : node.copies) {
@@ -424,6 +435,8 @@ void add_planning_options(CLI::App& command, PlanOptions& planning) {
     command.add_flag("--no-zero-copy-concat{false}", planning.place_concat_inputs,
                      "Copy every concat input into the concat's output (as without the planner's placement), to "
                      "compare");
+    command.add_flag("--no-fused-add{false}", planning.fuse_residual_adds,
+                     "Run every add as its own launch (as without fusing it into its producer's epilogue), to compare");
 }
 
 }  // namespace

@@ -78,7 +78,7 @@ LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device,
                                          node.name, row, stride, fmt::join(shape, ", ")));
         if (stride > row)
             impl->padded[node.output].emplace(device, element_count(shape) / row * stride * sizeof(float));
-        if (node.op->is_channel_concat()) continue;  // it copies, launching nothing
+        if (node.op->is_channel_concat() || node.fused) continue;  // it copies, or another node makes it
         for (std::size_t l = 0; l < node.op->n_launches(); ++l) kernels.push_back(&node.op->kernel_for_launch(l));
     }
     lap(times.buffers_ms);

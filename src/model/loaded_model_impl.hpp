@@ -32,14 +32,16 @@ struct LoadedModel::Impl {
         const Shape& shape = plan.values()[v].shape;
         void* base = tight[at.value] ? tight[at.value]->as<void>() : input_pointers[at.value];
         if (at.value == v) return {base, shape};
-        const Shape& whole = plan.values()[at.value].shape;  // NCHW: the planner places concat inputs only
+        const Shape& whole = plan.values()[at.value].shape;  // a fused op's output: the add's, whole
         const std::size_t stride = element_count(whole) / whole[0];
-        return {static_cast<float*>(base) + at.channel * whole[2] * whole[3], shape,
+        const std::size_t offset = at.channel ? at.channel * whole[2] * whole[3] : 0;  // channels: NCHW concats
+        return {static_cast<float*>(base) + offset, shape,
                 stride == element_count(shape) / shape[0] || shape[0] == 1 ? 0 : stride};
     }
 
     void run_node(std::size_t n, const Stream& stream) {
         const ModelPlan::Node& node = plan.nodes()[n];
+        if (node.fused) return;  // another node's epilogue made it
         std::vector<Tensor> inputs;
         for (std::size_t v : node.inputs) inputs.push_back(value(v));
         const Tensor out = value(node.output);
@@ -49,8 +51,10 @@ struct LoadedModel::Impl {
         const std::size_t row = node.op->forward_output_row_elems(out.shape),
                           stride = node.op->forward_output_row_stride(out.shape);
         void* target = padded[node.output] ? padded[node.output]->as<void>() : out.data;
-        node.op->forward(*runtime, stream,
-                         {inputs, node_params, target, out.shape, static_cast<int>(stride), out.image_stride});
+        const void* residual = node.residual ? value(*node.residual).data : nullptr;
+        node.op->forward(
+            *runtime, stream,
+            {inputs, node_params, target, out.shape, static_cast<int>(stride), out.image_stride, residual});
         if (padded[node.output])  // back to tight rows for whoever reads it (the plan never places it)
             copy_2d_async(stream, tight[node.output]->address(), row * sizeof(float), padded[node.output]->address(),
                           stride * sizeof(float), row * sizeof(float), element_count(out.shape) / row);

@@ -254,8 +254,13 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
             throw UsageError(fmt::format("graph output {} is not a node or an input", o.dump()));
         plan.outputs_.push_back(value_of.at(o.get<std::string>()));
     }
-    plan.place_concat_inputs();
+    plan.plan_storage();
     return plan;
+}
+
+void ModelPlan::plan_storage() {
+    place_concat_inputs();
+    fuse_residual_adds();
 }
 
 // ---- zero-copy concat ------------------------------------------------------------------------------------
@@ -319,8 +324,49 @@ void ModelPlan::place_concat_inputs() {
 
 std::size_t ModelPlan::launches() const {
     std::size_t n = 0;
-    for (const Node& node : nodes_) n += node.op->is_channel_concat() ? node.copies.size() : node.op->n_launches();
+    for (const Node& node : nodes_)
+        n += node.fused ? 0 : node.op->is_channel_concat() ? node.copies.size() : node.op->n_launches();
     return n;
+}
+
+// ---- fused residual adds -----------------------------------------------------------------------------------
+
+void ModelPlan::fuse_residual_adds() {
+    for (Node& n : nodes_) n.residual.reset(), n.fused = false;
+    if (!options_.fuse_residual_adds) return;
+    std::vector<std::optional<std::size_t>> producer(values_.size());
+    std::vector<std::size_t> readers(values_.size(), 0);
+    for (std::size_t n = 0; n < nodes_.size(); ++n) {
+        producer[nodes_[n].output] = n;
+        for (std::size_t v : nodes_[n].inputs) ++readers[v];
+    }
+    for (std::size_t v : outputs_) ++readers[v];  // the caller reads it too
+    // Elements from one image of `v` to the next, where it lives.
+    const auto image_stride = [&](std::size_t v) {
+        const Shape& own = values_[v].shape;
+        const Shape& whole = values_[storage_[v].value].shape;
+        return batch_ == 1 ? element_count(own) / own[0] : element_count(whole) / whole[0];
+    };
+    for (Node& add : nodes_) {
+        if (!add.op->is_elementwise_add() || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) continue;
+        for (int first : {0, 1}) {
+            const std::size_t made = add.inputs[first], residual = add.inputs[1 - first];
+            if (!producer[made] || readers[made] != 1 || storage_[made].value != made) continue;
+            Node& p = nodes_[*producer[made]];
+            const Shape& shape = values_[made].shape;
+            // The residual must exist when p runs, and be laid out as p's new output.
+            if (!p.op->accepts_residual_add() || p.residual || p.fused ||
+                p.op->forward_output_row_stride(shape) != p.op->forward_output_row_elems(shape) ||
+                (producer[residual] && *producer[residual] >= *producer[made]) ||
+                image_stride(residual) != image_stride(add.output))
+                continue;
+            if (image_stride(add.output) != element_count(shape) / shape[0] && !p.op->takes_image_strides()) continue;
+            p.residual = residual;
+            storage_[made] = storage_[add.output];  // p writes the add's output; its own is never made
+            add.fused = true;
+            break;
+        }
+    }
 }
 
 std::vector<std::pair<std::size_t, ModelPlan::ConvLayer>> ModelPlan::conv_layers() const {
@@ -346,7 +392,7 @@ void ModelPlan::replace_op(std::size_t node, std::unique_ptr<RuntimeOp> op) {
     if (op->compute_concrete_output_shape(inputs, output) != output || op->param_shapes(inputs, output) != slots)
         throw UsageError(fmt::format("node '{}': the op put in its place takes other shapes or parameters", n.name));
     n.op = std::move(op);
-    place_concat_inputs();  // the new op may take image strides where the old did not, or not
+    plan_storage();  // the new op may take image strides or residuals where the old did not, or not
 }
 
 }  // namespace kjit

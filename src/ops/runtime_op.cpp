@@ -26,6 +26,8 @@ Shape RuntimeOp::compute_concrete_output_shape(std::span<const ShapeView>, Shape
 }
 bool RuntimeOp::takes_image_strides() const { return false; }
 bool RuntimeOp::is_channel_concat() const { return false; }
+bool RuntimeOp::is_elementwise_add() const { return false; }
+bool RuntimeOp::accepts_residual_add() const { return false; }
 
 const RuntimeOp& RuntimeOp::op_for(const OpCall&) const { return *this; }
 Dims RuntimeOp::block() const { return {kernel_for_launch(0).max_threads_per_block(), 1, 1}; }
@@ -113,6 +115,8 @@ void run_forward(const RuntimeOp& self, Runtime& runtime, const Stream& stream, 
             strided({call.output, call.output_shape, call.output_image_stride}))
             throw UsageError("this op takes tight tensors only (takes_image_strides() is false): copy the slice first");
     }
+    if (call.residual && !self.accepts_residual_add())
+        throw UsageError("this op adds no residual (accepts_residual_add() is false): run the add as its own op");
     const RuntimeOp& op = self.op_for(call);
     const InputShapes shapes(call.inputs);
     run_launches(

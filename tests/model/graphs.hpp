@@ -4,20 +4,43 @@
 
 namespace kjit::test {
 
-/// Concats of every kind of input: a conv's output, an add's read by a max pool, a nested concat,
-/// a graph input, one value twice, and a concat that is a graph output; 7-channel slices of
-/// 11 x 13 planes, so that some start off 16-byte alignment.
+/// Concats of every kind of input: convs that write and read channel slices at any image stride
+/// (a, c) and a depthwise one that takes tight images only (b), an add read by a max pool, a
+/// nested concat, a graph input, one value twice, and a concat that is a graph output; 7-channel
+/// slices of 11 x 13 planes, so that some start off 16-byte alignment.
 inline constexpr const char* concat_graph = R"({
   "inputs": [{"name": "x", "shape": ["B", 4, 11, 13]}],
   "outputs": ["cat", "head"],
   "nodes": [
     {"name": "a", "op": "conv2d_bn_silu", "inputs": ["x"], "attrs": {"c_out": 7}},
-    {"name": "b", "op": "conv2d_bn_silu", "inputs": ["a"], "attrs": {"c_out": 7, "kernel": 3, "pad": 1}},
+    {"name": "b", "op": "conv2d_bn_silu", "inputs": ["a"], "attrs": {"c_out": 7, "kernel": 3, "pad": 1, "groups": 7}},
     {"name": "r", "op": "add", "inputs": ["b", "a"]},
     {"name": "p", "op": "maxpool2d", "inputs": ["r"], "attrs": {"kernel": 3, "stride": 1, "pad": 1}},
-    {"name": "inner", "op": "concat", "inputs": ["a", "r"]},
-    {"name": "cat", "op": "concat", "inputs": ["inner", "p", "x", "p"]},
+    {"name": "c", "op": "conv2d_bn_silu", "inputs": ["r"], "attrs": {"c_out": 6, "kernel": 3, "pad": 1}},
+    {"name": "inner", "op": "concat", "inputs": ["a", "b"]},
+    {"name": "cat", "op": "concat", "inputs": ["inner", "r", "p", "x", "p", "c"]},
     {"name": "head", "op": "conv2d_bn_silu", "inputs": ["cat"], "attrs": {"c_out": 6}}
+  ]
+})";
+
+/// Residual adds as C2f has them: a conv's output plus a value both live in one concat (fused at
+/// any batch), one whose output the concat copies (fused at batch 1 only: the layouts differ
+/// after), one after a depthwise conv (which adds no residual), and one after a conv whose output
+/// the caller reads too.
+inline constexpr const char* residual_graph = R"({
+  "inputs": [{"name": "x", "shape": ["B", 8, 12, 12]}],
+  "outputs": ["cat", "u", "r4"],
+  "nodes": [
+    {"name": "s", "op": "conv2d_bn_silu", "inputs": ["x"], "attrs": {"c_out": 8}},
+    {"name": "m1", "op": "conv2d_bn_silu", "inputs": ["s"], "attrs": {"c_out": 8, "kernel": 3, "pad": 1}},
+    {"name": "r1", "op": "add", "inputs": ["m1", "s"]},
+    {"name": "m2", "op": "conv2d_bn_silu", "inputs": ["r1"], "attrs": {"c_out": 8, "kernel": 3, "pad": 1}},
+    {"name": "r2", "op": "add", "inputs": ["r1", "m2"]},
+    {"name": "d", "op": "conv2d_bn_silu", "inputs": ["r2"], "attrs": {"c_out": 8, "kernel": 3, "pad": 1, "groups": 8}},
+    {"name": "r3", "op": "add", "inputs": ["d", "r2"]},
+    {"name": "cat", "op": "concat", "inputs": ["s", "r1", "r2", "r3"]},
+    {"name": "u", "op": "conv2d_bn_silu", "inputs": ["cat"], "attrs": {"c_out": 8}},
+    {"name": "r4", "op": "add", "inputs": ["u", "x"]}
   ]
 })";
 

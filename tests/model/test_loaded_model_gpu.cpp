@@ -314,51 +314,55 @@ TEST_CASE("an op with padded output rows: written padded, copied back tight befo
     CHECK(wrong == 0);
 }
 
-TEST_CASE("zero-copy concat: the outputs of the plan that copies, every element written (batch 1 and 3)") {
-    // 11 x 13 planes: a slice after an odd number of channels starts off 16-byte alignment, where
-    // a TMA conv must take its fallback.
+TEST_CASE("zero-copy concat and fused adds: the unfused plan's outputs, every element written (batch 1 and 3)") {
+    // concat_graph's 11 x 13 planes: a slice after 7 channels starts off 16-byte alignment, where a
+    // TMA conv takes its fallback. residual_graph: adds fused into convs, in and out of a concat.
     const auto device = Device::get(0);
     Stream stream(device);
-    for (int batch : {1, 3}) {
-        CAPTURE(batch);
-        LoadedModel placed = LoadedModel::load(test::concat_graph, device, batch);
-        LoadedModel copied = LoadedModel::load(test::concat_graph, device, batch, Runtime::global(),
-                                               {.place_concat_inputs = false});
-        CHECK(placed.plan().launches() < copied.plan().launches());
-        const Weights w = make_weights(placed.plan());
-        std::map<std::string, SafeTensor> tensors;
-        for (const auto& [key, t] : w.tensors) tensors[key] = {"F32", t.first, std::as_bytes(std::span(t.second))};
-        (void)placed.load_weights(tensors);
-        (void)copied.load_weights(tensors);
-        const Shape xs = placed.plan().values()[placed.plan().inputs()[0]].shape;
-        const auto x = random_values(element_count(xs));
-        DeviceBuffer dx(device, x.size() * sizeof(float));
-        dx.upload(std::span<const float>(x));
-        void* const inputs[] = {dx.as<void>()};
-        for (LoadedModel* m : {&placed, &copied}) {
-            poison_outputs(*m, stream);
-            (void)m->forward(inputs, stream);
+    for (const char* graph : {test::concat_graph, test::residual_graph})
+        for (int batch : {1, 3}) {
+            CAPTURE(graph);
+            CAPTURE(batch);
+            LoadedModel fused = LoadedModel::load(graph, device, batch);
+            LoadedModel unfused = LoadedModel::load(graph, device, batch, Runtime::global(),
+                                                    {.place_concat_inputs = false, .fuse_residual_adds = false});
+            CHECK(fused.plan().launches() < unfused.plan().launches());
+            const Weights w = make_weights(fused.plan());
+            std::map<std::string, SafeTensor> tensors;
+            for (const auto& [key, t] : w.tensors) tensors[key] = {"F32", t.first, std::as_bytes(std::span(t.second))};
+            (void)fused.load_weights(tensors);
+            (void)unfused.load_weights(tensors);
+            const Shape xs = fused.plan().values()[fused.plan().inputs()[0]].shape;
+            const auto x = random_values(element_count(xs));
+            DeviceBuffer dx(device, x.size() * sizeof(float));
+            dx.upload(std::span<const float>(x));
+            void* const inputs[] = {dx.as<void>()};
+            // Every output of each model against the unfused one's: the same kernels on the same
+            // values, but a misaligned slice runs a TMA conv's fallback and a fused add rounds
+            // once less, hence a tolerance. Poisoned first, so each must be written.
+            const auto compare = [&](LoadedModel& m) {
+                for (std::size_t i = 0; i < m.plan().outputs().size(); ++i) {
+                    CAPTURE(m.plan().values()[m.plan().outputs()[i]].name);
+                    const std::vector<float> y = m.read_output(i, stream), want = unfused.read_output(i, stream);
+                    REQUIRE(y.size() == want.size());
+                    const OutputCheck c = check_output(y, std::vector<double>(want.begin(), want.end()),
+                                                       {1, y.size(), y.size(), 0}, 1e-5);
+                    CAPTURE(c.error);
+                    CHECK(c.unwritten == 0);
+                    CHECK(c.nonfinite == 0);
+                    CHECK(c.passed());
+                }
+            };
+            for (LoadedModel* m : {&fused, &unfused}) {
+                poison_outputs(*m, stream);
+                (void)m->forward(inputs, stream);
+            }
+            compare(fused);
+            // Replayed as a CUDA graph.
+            poison_outputs(fused, stream);
+            fused.capture(inputs, stream);
+            fused.replay(stream);
+            stream.synchronize();
+            compare(fused);
         }
-        for (std::size_t i = 0; i < placed.plan().outputs().size(); ++i) {
-            CAPTURE(placed.plan().values()[placed.plan().outputs()[i]].name);
-            const std::vector<float> y = placed.read_output(i, stream), want = copied.read_output(i, stream);
-            REQUIRE(y.size() == want.size());
-            const std::vector<double> ref(want.begin(), want.end());
-            // The same kernels on the same values, but a conv whose slice is misaligned runs its
-            // fallback (another summation order), hence a tolerance.
-            const OutputCheck c = check_output(y, ref, {1, y.size(), y.size(), 0}, 1e-5);
-            CAPTURE(c.error);
-            CHECK(c.unwritten == 0);
-            CHECK(c.nonfinite == 0);
-            CHECK(c.passed());
-        }
-        // Replayed as a CUDA graph, with no copy of the placed inputs in it.
-        poison_outputs(placed, stream);
-        placed.capture(inputs, stream);
-        placed.replay(stream);
-        stream.synchronize();
-        const std::vector<float> again = placed.read_output(1, stream), want = copied.read_output(1, stream);
-        CHECK(check_output(again, std::vector<double>(want.begin(), want.end()), {1, want.size(), want.size(), 0}, 1e-5)
-                  .passed());
-    }
 }

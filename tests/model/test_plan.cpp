@@ -2,6 +2,7 @@
 // keys and sizes, malformed graphs, custom ops (docs/MODEL.md).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -274,28 +275,31 @@ TEST_CASE("zero-copy concat: producers write into the concat's output where they
         CHECK(placed(plan, "inner").in == "cat");
         CHECK(placed(plan, "a").in == "cat");  // through the nested concat
         CHECK(placed(plan, "a").channel == 0);
-        CHECK(placed(plan, "r").in == "cat");
-        CHECK(placed(plan, "r").channel == 7);
-        CHECK(placed(plan, "p").in == "cat");
-        CHECK(placed(plan, "p").channel == 14);
+        CHECK(placed(plan, "b").channel == 7);  // the depthwise conv: tight at batch 1
+        CHECK(placed(plan, "r").channel == 14);
+        CHECK(placed(plan, "p").channel == 21);
+        CHECK(placed(plan, "c").channel == 39);
         CHECK(placed(plan, "cat").in.empty());  // its own buffer: nothing holds it
         CHECK(placed(plan, "x").in.empty());
         CHECK(copies(plan, "inner").empty());
         CHECK(copies(plan, "cat") == std::vector<std::string>{"x: a graph input: it lives in the caller's buffer",
                                                               "p: it is this concat's input more than once"});
-        // Four convs and adds/pools: a, b, r, p, head; the concats copy x and the second p.
-        CHECK(plan.launches() == 5 + 2);
+        // a, b, r, p, c and head launch; the concats copy x and the second p.
+        CHECK(plan.launches() == 6 + 2);
     }
-    SUBCASE("batch 3: slices lie at the concat's image stride; a conv writes and reads tight images only") {
+    SUBCASE("batch 3: slices lie at the concat's image stride, which a depthwise conv takes neither way") {
         const auto plan = ModelPlan::from_json(test::concat_graph, 3, h200);
         CHECK(placed(plan, "inner").in == "cat");
         CHECK(placed(plan, "a").in.empty());
-        CHECK(placed(plan, "r").in == "cat");  // the add writes it, the max pool reads it, at any stride
+        CHECK(placed(plan, "b").in.empty());
+        CHECK(placed(plan, "r").in == "cat");  // the add writes it, the max pool and conv c read it, at any stride
         CHECK(placed(plan, "p").in == "cat");
+        CHECK(placed(plan, "c").in == "cat");
         CHECK(copies(plan, "inner") ==
-              std::vector<std::string>{"a: node 'a' (conv2d_bn_silu) writes tight images only"});
+              std::vector<std::string>{"a: node 'b' (conv2d_bn_silu) reads it and takes tight images only",
+                                       "b: node 'b' (conv2d_bn_silu) writes tight images only"});
         CHECK(copies(plan, "cat").size() == 2);
-        CHECK(plan.launches() == 5 + 3);
+        CHECK(plan.launches() == 6 + 4);
     }
     SUBCASE("a graph output stays tight at batch > 1; off, every input is copied") {
         const char* graph = R"({"inputs": [{"name": "x", "shape": ["B", 2, 4, 4]}], "outputs": ["p", "cat"],
@@ -312,13 +316,55 @@ TEST_CASE("zero-copy concat: producers write into the concat's output where they
         CHECK(placed(off, "p").in.empty());
         CHECK(off.launches() == 4);
     }
-    SUBCASE("YOLOv8n: every concat copy gone at batch 1") {
+    SUBCASE("YOLOv8n: every concat copy gone, at batch 1 and 16") {
         std::ifstream file(KJIT_SOURCE_DIR "/examples/yolov8n/yolov8n.json");
         const std::string yolo{std::istreambuf_iterator<char>(file), {}};
-        const auto one = ModelPlan::from_json(yolo, 1, h200);
-        const auto copied = ModelPlan::from_json(yolo, 1, h200, {.place_concat_inputs = false});
-        CHECK(copied.launches() == 80);
-        CHECK(one.launches() == 80 - 28);
-        for (const auto& node : one.nodes()) CHECK(node.copies.empty());
+        for (int batch : {1, 16}) {
+            CAPTURE(batch);
+            const auto placed = ModelPlan::from_json(yolo, batch, h200);
+            const auto copied = ModelPlan::from_json(yolo, batch, h200,
+                                                     {.place_concat_inputs = false, .fuse_residual_adds = false});
+            CHECK(copied.launches() == 80);
+            CHECK(placed.launches() == 80 - 28 - 6);  // and its six adds fused
+            for (const auto& node : placed.nodes()) CHECK(node.copies.empty());
+        }
+    }
+}
+
+namespace {
+
+/// "{node} adds {value}" for each node whose epilogue adds a residual, and "{node} fused" for
+/// each add made so.
+std::vector<std::string> fusions(const ModelPlan& plan) {
+    std::vector<std::string> out;
+    for (const auto& node : plan.nodes()) {
+        if (node.residual) out.push_back(fmt::format("{} adds {}", node.name, plan.values()[*node.residual].name));
+        if (node.fused) out.push_back(node.name + " fused");
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("fused residual adds: a conv's epilogue adds the residual where it alone reads its output") {
+    const auto one = ModelPlan::from_json(test::residual_graph, 1, h200);
+    CHECK(fusions(one) == std::vector<std::string>{"m1 adds s", "r1 fused", "m2 adds r1", "r2 fused"});
+    CHECK(one.launches() == 7);  // s, m1, m2, d, r3, u, r4
+    // Batch 3: r2's output is copied into the concat, r1 lives there: their images lie apart
+    // differently, so m2's epilogue cannot add r1 in place of r2's add.
+    const auto three = ModelPlan::from_json(test::residual_graph, 3, h200);
+    CHECK(fusions(three) == std::vector<std::string>{"m1 adds s", "r1 fused"});
+    CHECK(three.launches() == 9);  // s, m1, m2, r2, d, r3, the copy of r2, u, r4
+    const auto off = ModelPlan::from_json(test::residual_graph, 1, h200, {.fuse_residual_adds = false});
+    CHECK(fusions(off).empty());
+    CHECK(off.launches() == 9);
+    // YOLOv8n: the six bottleneck adds of its C2f blocks.
+    std::ifstream file(KJIT_SOURCE_DIR "/examples/yolov8n/yolov8n.json");
+    const std::string yolo{std::istreambuf_iterator<char>(file), {}};
+    for (int batch : {1, 16}) {
+        CAPTURE(batch);
+        const auto plan = ModelPlan::from_json(yolo, batch, h200);
+        CHECK(std::ranges::count_if(plan.nodes(), [](const auto& n) { return n.fused; }) == 6);
+        CHECK(plan.launches() == 80 - 28 - 6);
     }
 }

@@ -48,13 +48,14 @@ __device__ __forceinline__ bool reduce_split_k(Acc& acc, float* shared, SplitK s
     return rank == 0;
 }
 
-/// y[n][col] = silu(scale[n]·acc + shift[n]) for this thread's fragments of the tile whose first
-/// row is `row0` (of N) and first column `col0`; `columns` says where each column's output goes.
+/// y[n][col] = silu(scale[n]·acc + shift[n]) (+ residual[n][col], a fused residual add, where
+/// there is one) for this thread's fragments of the tile whose first row is `row0` (of N) and
+/// first column `col0`; `columns` says where each column's output goes.
 template <int BLOCK_M, int BLOCK_N, int BLOCK_K, class Columns>
 __device__ __forceinline__ void store_bn_silu(const Accumulators<BLOCK_M, BLOCK_N, BLOCK_K>& acc, int row0, int N,
                                               const Columns& columns, long long col0, const float* bn_scale,
-                                              const float* bn_shift, float* y, int y_row_stride, int warp_row,
-                                              int warp_col)
+                                              const float* bn_shift, float* y, const float* residual, int y_row_stride,
+                                              int warp_row, int warp_col)
 {
     using T = Tiles<BLOCK_M, BLOCK_N, BLOCK_K>;
     const int g = threadIdx.x % 32 / 4, q = threadIdx.x % 4;
@@ -70,13 +71,17 @@ __device__ __forceinline__ void store_bn_silu(const Accumulators<BLOCK_M, BLOCK_
             const int n = row0 + warp_row + i * 16 + g + half * 8;
             if (n >= N) continue;
             const float scale = bn_scale[n], shift = bn_shift[n];
-            float* y_row = y + (long long)n * y_row_stride;
+            const long long row = (long long)n * y_row_stride;
 #pragma unroll
             for (int j = 0; j < T::FRAGS_M; ++j)
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
-                    if (cols[j][h].valid)
-                        y_row[cols[j][h].y_offset] = kjit::bn_silu(acc[i][j][half * 2 + h], scale, shift);
+                    if (cols[j][h].valid) {
+                        const long long at = row + cols[j][h].y_offset;
+                        float v = kjit::bn_silu(acc[i][j][half * 2 + h], scale, shift);
+                        if (residual) v += __ldg(residual + at);
+                        y[at] = v;
+                    }
         }
 }
 

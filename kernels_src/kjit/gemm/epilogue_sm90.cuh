@@ -15,15 +15,22 @@ enum class YStore { tma, rows, per_call };
 
 /// One output pixel's channels of an output box, stored without TMA by a consumer warpgroup:
 /// warp w of its four stores channels row0 + w, row0 + w + 4, … below N, from the box at `src`
-/// (laid out as Columns::y_offset says) to `out`, the pixel's element of channel row0, channels
-/// `row_stride` floats apart. A warp's lanes hold consecutive pixels: each store is a row run.
+/// (laid out as Columns::y_offset says) to y + at, the pixel's element of channel row0, channels
+/// `row_stride` floats apart — plus the residual's element at the same place where there is one
+/// (a residual add fused into the conv). A warp's lanes hold consecutive pixels: each store is a
+/// row run.
 template <int BLOCK_N, class Columns>
-__device__ __forceinline__ void store_pixel_channels(float* out, int row_stride, unsigned src, int pixel, int row0,
-                                                     int N)
+__device__ __forceinline__ void store_pixel_channels(float* y, const float* residual, long long at, int row_stride,
+                                                     unsigned src, int pixel, int row0, int N)
 {
 #pragma unroll 4
-    for (int ch = threadIdx.x / 32 % 4; ch < BLOCK_N; ch += 4)
-        if (row0 + ch < N) out[1LL * ch * row_stride] = kjit::load_shared(src + Columns::y_offset(ch, pixel));
+    for (int ch = threadIdx.x / 32 % 4; ch < BLOCK_N; ch += 4) {
+        if (row0 + ch >= N) continue;
+        const long long element = at + 1LL * ch * row_stride;
+        float v = kjit::load_shared(src + Columns::y_offset(ch, pixel));
+        if (residual) v += __ldg(residual + element);
+        y[element] = v;
+    }
 }
 
 /// BN scale and shift of a thread's channel pairs (c, c + 1), c = 8j + 2t: every load issued

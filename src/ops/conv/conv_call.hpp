@@ -22,6 +22,16 @@ struct PointwiseCall {
 };
 [[nodiscard]] PointwiseCall resolve_pointwise_call(const OpCall& call);
 
+/// Elements from one image of x to the next (C_IN·H·W where tight) and of y (C_OUT·y_row_stride
+/// where tight): a planner's channel slices of wider tensors are further apart. Checked.
+struct ImageStrides {
+    std::int64_t x, y;
+};
+[[nodiscard]] ImageStrides image_strides(const OpCall& call);
+/// Visits them and the residual (OpCall::residual, may be null), as the kernels that take them
+/// end their arguments.
+void visit_image_strides(const OpCall& call, ArgVisitor& visitor);
+
 /// The ints the general kernels take, in their order up to y_row_stride.
 void visit_conv_ints(const ConvCall& c, const Conv2dAttrs& a, int output_row_stride, ArgVisitor& visitor);
 

@@ -1,5 +1,7 @@
 // What every conv op shares: output size, parameters (with the BatchNorm fold), row layout,
 // and the checks and argument order of the general kernels.
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <kjit/conv.hpp>
@@ -109,6 +111,29 @@ detail::ConvCall detail::resolve_conv_call(const Conv2dAttrs& a, const OpCall& c
             call.output_row_stride, oh * ow);
     as_i32(x[0] * x[1] * x[2] * x[3], "input elements");
     return {s, oh, ow};
+}
+
+detail::ImageStrides detail::image_strides(const OpCall& call) {
+    require(call.inputs.size() == 1, "conv2d_bn_silu takes 1 input, {} given", call.inputs.size());
+    const Tensor& x = call.inputs[0];
+    check_rank4(x.shape, "input x");
+    check_rank4(call.output_shape, "output y");
+    const std::size_t x_image = x.shape[1] * x.shape[2] * x.shape[3],
+                      y_image = call.output_shape[1] * static_cast<std::size_t>(std::max(call.output_row_stride, 0));
+    require(image_stride_of(x) >= x_image, "input x: image stride {} is below its images' {} elements", x.image_stride,
+            x_image);
+    require(call.output_image_stride == 0 || call.output_image_stride >= y_image,
+            "output y: image stride {} is below its images' C_OUT*y_row_stride = {} elements", call.output_image_stride,
+            y_image);
+    const std::size_t y_stride = call.output_image_stride ? call.output_image_stride : y_image;
+    return {static_cast<std::int64_t>(image_stride_of(x)), static_cast<std::int64_t>(y_stride)};
+}
+
+void detail::visit_image_strides(const OpCall& call, ArgVisitor& visitor) {
+    const ImageStrides s = image_strides(call);
+    visitor.visit_i64(s.x);
+    visitor.visit_i64(s.y);
+    visitor.visit_ptr(const_cast<void*>(call.residual));  // the kernel's `const float* residual`
 }
 
 void detail::visit_conv_ints(const ConvCall& c, const Conv2dAttrs& a, int output_row_stride, ArgVisitor& visitor) {

@@ -124,6 +124,7 @@ void Conv2dBnSiluGemmForward::pack_args(const OpCall& call, ArgVisitor& visitor)
     visitor.visit_i32(p.c_out);
     visitor.visit_i32(p.m);
     visitor.visit_i32(p.y_row_stride);
+    detail::visit_image_strides(call, visitor);
 }
 
 // ---- implicit-GEMM kernel (general convolutions on tensor cores) -------------------------------
@@ -142,6 +143,7 @@ void Conv2dBnSiluForward::pack_args(const OpCall& call, ArgVisitor& visitor) con
             attrs().kernel_w, taps);
     detail::visit_conv_tensors(call, visitor);
     detail::visit_conv_ints(conv, attrs(), call.output_row_stride, visitor);
+    detail::visit_image_strides(call, visitor);
 }
 
 // ---- the choice between them ------------------------------------------------------------------

@@ -205,6 +205,8 @@ struct CallPlan {
     MapShape x_map, w_map, y_map;
     std::array<std::int32_t, 17> ints{};
     std::size_t n_ints = 0;
+    std::int64_t x_image_stride = 0, y_image_stride = 0;  // elements; with the residual, every kernel's last arguments
+    const void* residual = nullptr;
     // The kernel takes y after y_map too; the implicit GEMM, last, whether it has a y map.
     bool y_pointer = false, y_by_tma_arg = false;
     std::string why_not;
@@ -229,10 +231,14 @@ std::string groups_reason(const Conv2dAttrs& a, const Conv2dShape& s) {
     return {};
 }
 
-/// The maps and ints of a layer's call; pointers null when only the shapes matter.
+/// The maps and ints of a layer's call; pointers null when only the shapes matter. Images of x
+/// and y lie `strides` elements apart (0: tight).
 CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv2dShape& s, int oh, int ow,
-              int y_row_stride) {
+              int y_row_stride, detail::ImageStrides strides = {}) {
     CallPlan p;
+    p.x_image_stride = strides.x ? strides.x : 1LL * s.c_in * s.height * s.width;
+    p.y_image_stride = strides.y ? strides.y : 1LL * s.c_out * y_row_stride;
+    const u64 x_image_bytes = 4ULL * p.x_image_stride, y_image_bytes = 4ULL * p.y_image_stride;
     // A grouped layer's W rows are a group's K; its tiles of BLOCK_N channels each lie in a group.
     const u64 b = s.batch, cin = s.c_in, cout = s.c_out, bn = t.block_n, k = cin / a.groups * a.kernel_h * a.kernel_w;
     if (!gathers) p.why_not = groups_reason(a, s);
@@ -245,6 +251,8 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv
     };
     p.w_map = dense({k, cout}, k, {32, u32(bn)}, swizzle_128);  // every kernel's: W rows of K
     if (gathers) {
+        if (1LL * (s.batch - 1) * p.x_image_stride + 1LL * s.c_in * s.height * s.width >= (1LL << 31))
+            p.why_not = "the gathering kernel indexes x with 32-bit integers: its images reach 2^31 elements";
         ints({s.batch, s.c_in, s.height, s.width, s.c_out, oh, ow, a.kernel_h, a.kernel_w, a.stride_h, a.pad_h,
               y_row_stride});
     } else if (detail::is_pointwise(a)) {
@@ -254,9 +262,12 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv
             const u64 inner = image->inner;
             p.x_map = dense({inner, cin * m / inner, b}, inner,
                             {u32(inner), u32(image->step_rows()), u32(image->images())}, unswizzled);
+            p.x_map.strides[1] = x_image_bytes;
         } else {
             p.x_map = dense({m, cin, b}, m, {32, 32, 1}, swizzle_128);
+            p.x_map.strides[1] = x_image_bytes;
             p.y_map = dense({m, cout, b}, u64(y_row_stride), {32, u32(bn), 1}, swizzle_128);
+            p.y_map.strides[1] = y_image_bytes;
         }
         ints({s.batch, s.c_in, s.c_out, oh * ow, y_row_stride, image ? image->inner : 0});
         p.y_pointer = true;
@@ -272,11 +283,12 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv
         const u64 w = s.width;
         p.x_map = dense({w, u64(s.height), cin, b}, w,
                         {u32(box->patch_w()), u32(box->patch_h()), u32(box->channels), 1}, unswizzled);
+        p.x_map.strides[2] = x_image_bytes;
         if (ow % 4 == 0) {  // else the kernel stores y itself: TMA cannot write rows of OW floats
             p.y_map = dense({u64(ow), u64(oh), cout, b}, u64(ow), {u32(box->box_w), u32(box->rows()), u32(bn), 1},
                             unswizzled);
             p.y_map.strides[1] = 4ULL * y_row_stride;  // channel planes are y's rows
-            p.y_map.strides[2] = 4ULL * y_row_stride * cout;
+            p.y_map.strides[2] = y_image_bytes;
         }
         ints({s.batch, s.c_in, s.height, s.width, s.c_out, a.groups, oh, ow, a.kernel_h, a.kernel_w, a.stride_h,
               a.pad_h, box->box_w, 0, box->channels, 0, y_row_stride});
@@ -289,10 +301,17 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const Conv
             return p;
         }
         const u64 plane = 1ULL * s.height * s.width;
-        if (box->planes_apart) p.x_map = dense({cin * plane, b}, cin * plane, {u32(box->extent()), 1}, unswizzled);
-        else p.x_map = dense({plane, cin, b}, plane, {u32(box->extent()), u32(box->channels), 1}, unswizzled);
-        if (1LL * oh * ow % 4 == 0)  // else the kernel stores y itself
+        if (box->planes_apart) {
+            p.x_map = dense({cin * plane, b}, cin * plane, {u32(box->extent()), 1}, unswizzled);
+            p.x_map.strides[0] = x_image_bytes;
+        } else {
+            p.x_map = dense({plane, cin, b}, plane, {u32(box->extent()), u32(box->channels), 1}, unswizzled);
+            p.x_map.strides[1] = x_image_bytes;
+        }
+        if (1LL * oh * ow % 4 == 0) {  // else the kernel stores y itself
             p.y_map = dense({u64(oh) * ow, cout, b}, u64(y_row_stride), {32, u32(bn), 1}, swizzle_128);
+            p.y_map.strides[1] = y_image_bytes;
+        }
         ints({s.batch, s.c_in, s.height, s.width, s.c_out, a.groups, oh, ow, a.kernel_h, a.kernel_w, a.stride_h,
               a.pad_h, 0, box->rows, box->channels, box->planes_apart, y_row_stride});
         p.y_pointer = p.y_by_tma_arg = true;
@@ -308,10 +327,10 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const OpCa
     if (detail::is_pointwise(a) && !gathers) {
         const auto c = detail::resolve_pointwise_call(call);
         const int h = static_cast<int>(call.inputs[0].shape[2]), w = static_cast<int>(call.inputs[0].shape[3]);
-        p = plan(a, t, gathers, {c.batch, c.c_in, h, w, c.c_out}, h, w, c.y_row_stride);
+        p = plan(a, t, gathers, {c.batch, c.c_in, h, w, c.c_out}, h, w, c.y_row_stride, detail::image_strides(call));
     } else {
         const auto c = detail::resolve_conv_call(a, call);
-        p = plan(a, t, gathers, c.shape, c.oh, c.ow, call.output_row_stride);
+        p = plan(a, t, gathers, c.shape, c.oh, c.ow, call.output_row_stride, detail::image_strides(call));
     }
     p.x = detail::non_null(call.inputs[0].data, "input x");
     p.w = detail::non_null(call.params[0], "parameter weight");
@@ -319,6 +338,9 @@ CallPlan plan(const Conv2dAttrs& a, const Sm90Tiles& t, bool gathers, const OpCa
     // The implicit GEMM stores y itself where TMA cannot write it through a map (a padded row
     // stride, an unaligned y).
     if (p.y_by_tma_arg && !p.y_map.unsupported_reason(p.y).empty()) p.y_map = {};
+    // A fused residual add is made by the consumers' own stores.
+    if (call.residual && p.y_by_tma_arg) p.y_map = {};
+    p.residual = call.residual;
     if (p.why_not.empty())
         for (const auto& [map, base, what] : {std::tuple{&p.x_map, static_cast<const void*>(p.x), "input x"},
                                               {&p.w_map, p.w, "weight"},
@@ -442,6 +464,9 @@ void TmaConvOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
     visitor.visit_ptr(detail::non_null(call.params[2], "parameter bn_shift"));
     for (std::size_t i = 0; i < p.n_ints; ++i) visitor.visit_i32(p.ints[i]);
     if (p.y_by_tma_arg) visitor.visit_i32(p.y_map.rank != 0);
+    visitor.visit_i64(p.x_image_stride);
+    visitor.visit_i64(p.y_image_stride);
+    visitor.visit_ptr(const_cast<void*>(p.residual));
 }
 
 Dims detail::sm90_grid(const Sm90Tiles& t, std::size_t boxes, std::size_t n, int multiprocessors) {

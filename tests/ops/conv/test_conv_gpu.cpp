@@ -715,3 +715,83 @@ TEST_CASE("split-K on the channels-last kernel (sm_90a): clusters of 2, 4 and 8,
             check(o, 2e-3);
         }
 }
+
+namespace {
+
+/// Runs `op` on the case with x and y as channel slices of wider tensors, `extra` channels before
+/// and after each (what a zero-copy concat hands a conv: images further apart than their own
+/// size), every element of the wide y NaN first. Compares the slice with the float64 reference;
+/// guard_written counts the elements of the wide y outside the slice that changed.
+OutputCheck run_in_slices(const RuntimeOp& op, const Case& c, int extra, std::mt19937_64& rng) {
+    const auto device = Device::get(0);
+    Stream stream(device);
+    const Layer layer(c, rng);
+    const auto& s = c.shape;
+    const auto [oh, ow] = conv2d_output_size(c.attrs, s);
+    const std::size_t plane = 1ULL * s.height * s.width, out_plane = 1ULL * oh * ow,
+                      x_image = (s.c_in + 2ULL * extra) * plane, y_image = (s.c_out + 2ULL * extra) * out_plane;
+    // The wide x: random around the slice, which holds the layer's x.
+    std::vector<float> wide_x(s.batch * x_image);
+    std::uniform_real_distribution<float> unit(-1, 1);
+    for (auto& v : wide_x) v = unit(rng);
+    for (int b = 0; b < s.batch; ++b)
+        std::copy_n(layer.x.begin() + b * s.c_in * plane, s.c_in * plane, wide_x.begin() + b * x_image + extra * plane);
+    const DeviceBuffer dx = upload(device, wide_x), dw = upload(device, layer.w), dscale = upload(device, layer.scale),
+                       dshift = upload(device, layer.shift);
+    DeviceBuffer dy(device, s.batch * y_image * sizeof(float));
+    dy.fill(0xff);  // NaN
+    const Shape x_shape{std::size_t(s.batch), std::size_t(s.c_in), std::size_t(s.height), std::size_t(s.width)};
+    const Shape y_shape{std::size_t(s.batch), std::size_t(s.c_out), std::size_t(oh), std::size_t(ow)};
+    const Tensor inputs[] = {{dx.as<float>() + extra * plane, x_shape, x_image}};
+    void* const params[] = {dw.as<float>(), dscale.as<float>(), dshift.as<float>()};
+    op.forward(Runtime::global(), stream,
+               {inputs, params, dy.as<float>() + extra * out_plane, y_shape, oh * ow, y_image});
+    stream.synchronize();
+    std::vector<float> wide_y(s.batch * y_image), y;
+    dy.download(std::span<float>(wide_y));
+    std::size_t outside = 0;
+    for (int b = 0; b < s.batch; ++b)
+        for (std::size_t i = 0; i < y_image; ++i) {
+            const float v = wide_y[b * y_image + i];
+            const bool inside = i >= extra * out_plane && i < (extra + s.c_out) * out_plane;
+            if (inside) y.push_back(v);
+            else outside += !std::isnan(v);
+        }
+    const auto ref = conv2d_bn_silu_reference(layer.x, layer.w, layer.scale, layer.shift, c.attrs, s);
+    OutputCheck o = check_output(y, ref, {y.size() / out_plane, out_plane, out_plane, 0}, any_difference);
+    o.guard_written = outside;
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("the tensor-core convs read and write channel slices at an image stride (zero-copy concat)") {
+    std::vector<std::pair<std::shared_ptr<const RuntimeOp>, Case>> runs = {
+        {std::make_shared<Conv2dBnSiluGemmForward>(64, 32, 16, 8), {"sm80 1x1, 12x12, B=3", {}, {3, 24, 12, 12, 40}}},
+        {std::make_shared<Conv2dBnSiluGemmForward>(64, 32, 16, 8), {"sm80 1x1, 7x7, B=2", {}, {2, 67, 7, 7, 45}}},
+        {std::make_shared<Conv2dBnSiluForward>(GemmTiles{64, 64, 32, 8}, k3),
+         {"sm80 3x3, B=3", k3, {3, 24, 12, 12, 40}}},
+    };
+    if (const auto hopper = hopper_or_skip()) {
+        const Sm90Tiles t = Sm90Tiles::configurations().front();
+        const auto tma = [&](const Conv2dAttrs& a) { return std::make_shared<Conv2dBnSiluTmaForward>(t, a, *hopper); };
+        runs.push_back(
+            {std::make_shared<Conv2dBnSiluGemmTmaForward>(t, *hopper), {"1x1 boxes", {}, {2, 24, 12, 12, 40}}});
+        runs.push_back(
+            {std::make_shared<Conv2dBnSiluGemmTmaForward>(t, *hopper), {"1x1 whole images", {}, {5, 36, 5, 5, 255}}});
+        runs.push_back({tma(k3), {"3x3 tap boxes, y by TMA", k3, {2, 24, 12, 12, 40}}});
+        runs.push_back({tma(k3s2), {"3x3 s2, y stored by the kernel", k3s2, {2, 64, 28, 28, 48}}});
+        runs.push_back({tma(k3), {"3x3 flattened rows", k3, {2, 24, 14, 14, 40}}});
+        runs.push_back({tma(k3), {"3x3 rows across planes", k3, {3, 64, 7, 7, 40}}});
+        runs.push_back({std::make_shared<Conv2dBnSiluGatherTmaForward>(t, k3, *hopper),
+                        {"3x3 gathered, 7x7", k3, {2, 24, 7, 7, 40}}});
+    }
+    for (const auto& [op, c] : runs)
+        for (int extra : {1, 3}) {
+            CAPTURE(c.name);
+            CAPTURE(extra);
+            const OutputCheck o = run_in_slices(*op, c, extra, rng());
+            CAPTURE(o.error);
+            check(o, 2e-3);
+        }
+}

@@ -56,7 +56,7 @@ TEST_CASE("GEMM op: names, parameter shapes, row elems, grid and argument order 
                     void* const params[] = {fake(0x200), fake(0x300), fake(0x400)};
                     const int stride = static_cast<int>(hw * hw + 4);
                     op.pack_args({in, params, fake(0x500), y, stride}, r);
-                    REQUIRE(r.args.size() == 10);
+                    REQUIRE(r.args.size() == 13);
                     CHECK(r.p(0) == fake(0x100));
                     CHECK(r.p(1) == fake(0x200));
                     CHECK(r.p(2) == fake(0x300));
@@ -67,10 +67,26 @@ TEST_CASE("GEMM op: names, parameter shapes, row elems, grid and argument order 
                     CHECK(r.i(7) == static_cast<std::int64_t>(n));
                     CHECK(r.i(8) == static_cast<std::int64_t>(hw * hw));
                     CHECK(r.i(9) == stride);
+                    CHECK(r.i(10) == static_cast<std::int64_t>(k * hw * hw));  // tight images
+                    CHECK(r.i(11) == static_cast<std::int64_t>(n) * stride);
+                    CHECK(r.p(12) == nullptr);                             // no residual
                     ArgPack pack(op.kernel().params(), op.kernel().id());  // the kernel's own signature accepts them
                     op.pack_args({in, params, fake(0x500), y, stride}, pack);
                     pack.check_complete();
                 }
+    // Channel slices of wider tensors, and a residual to add: strides and pointer passed through.
+    Recorder r;
+    const Shape x{2, 8, 4, 4}, y{2, 16, 4, 4};
+    const Tensor in[] = {{fake(0x100), x, 12 * 16}};
+    void* const params[] = {fake(0x200), fake(0x300), fake(0x400)};
+    op.pack_args({in, params, fake(0x500), y, 16, 20 * 16, fake(0x600)}, r);
+    CHECK(r.i(10) == 12 * 16);
+    CHECK(r.i(11) == 20 * 16);
+    CHECK(r.p(12) == fake(0x600));
+    const Tensor overlapping[] = {{fake(0x100), x, 7 * 16}};
+    CHECK(error_of([&] {
+              op.pack_args({overlapping, params, fake(0x500), y, 16}, r);
+          }).find("image stride 112 is below its images' 128 elements") != std::string::npos);
 }
 TEST_CASE("GEMM op: bad tensors are refused with the reason") {
     const Conv2dBnSiluGemmForward op(32, 16, 16, 8);
@@ -152,9 +168,10 @@ TEST_CASE("implicit-GEMM op: shapes, output size, grid over groups and argument 
     const Tensor in[] = {{fake(0x100), x}};
     void* const params[] = {fake(0x200), fake(0x300), fake(0x400)};
     op.pack_args({in, params, fake(0x500), y, 72}, r);
-    REQUIRE(r.args.size() == 18);
-    const std::int64_t expected[] = {3, 16, 15, 17, 40, 8, 9, 3, 3, 2, 1, 2, 72};
-    for (std::size_t k = 0; k < 13; ++k) CHECK(r.i(5 + k) == expected[k]);
+    REQUIRE(r.args.size() == 21);
+    const std::int64_t expected[] = {3, 16, 15, 17, 40, 8, 9, 3, 3, 2, 1, 2, 72, 16 * 15 * 17, 40 * 72};
+    for (std::size_t k = 0; k < 15; ++k) CHECK(r.i(5 + k) == expected[k]);
+    CHECK(r.p(20) == nullptr);
     ArgPack pack(op.kernel().params(), op.kernel().id());
     op.pack_args({in, params, fake(0x500), y, 72}, pack);
     pack.check_complete();
