@@ -174,16 +174,17 @@ warm-claimed)  # a kernel another live process is compiling: the others first, a
   [[ -n $key ]] || fail "no key in: $out"
   # The warm's cache, holding a claim on that key by a live process of this host.
   expect 0 "$kjit" warm --arch sm_90 --kernel axpby --cache-dir "$dir/c"
-  sleep 300 &
+  sleep 1800 &  # outlives the wait below, however slow the machine's compiles
   holder=$!
   trap 'kill $holder 2>/dev/null; rm -rf "$dir"' EXIT
   "$helper" sql "$dir/c/kjit.sqlite3" "INSERT INTO claims (key, host, pid, expires_at) VALUES ('$key', '$(uname -n)', \
-    $holder, strftime('%s', 'now') + 600)" || fail "could not insert a claim"
+    $holder, strftime('%s', 'now') + 1800)" || fail "could not insert a claim"
   "$kjit" warm --arch sm_90 --kernel conv2d_bn_silu_gemm_forward --cache-dir "$dir/c" -j 1 >"$dir/log" 2>"$dir/err" &
   warm=$!
   # Every other kernel done, a line each in the file (stdout is not a terminal), while the warm
-  # waits for the claimed one.
-  for _ in $(seq 600); do
+  # waits for the claimed one: up to 10 minutes (23 compiles on one job of a loaded 2-core
+  # machine under ASan took over the 1 minute this waited before).
+  for _ in $(seq 6000); do
     [[ $(wc -l <"$dir/log") -ge 23 ]] && grep -qF "being compiled by another process" "$dir/err" && break
     kill -0 $warm 2>/dev/null || break
     sleep 0.1
