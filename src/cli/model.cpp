@@ -198,8 +198,9 @@ double time_ms(const Device& device, const Stream& stream, int iters, Work&& wor
 int run_model(const ModelOptions& o) {
     // The graph and the weights are checked first: their errors need no GPU to be found, and on
     // a GPU are found before every kernel is compiled and loaded. The weights are read once.
+    const DeviceTraits traits = checking_device();  // the driver initialised: not the model's start
     Stopwatch watch;
-    const CheckedModel checked = check_model(o, checking_device());
+    const CheckedModel checked = check_model(o, traits);
     const double check_ms = watch.lap_ms();
     const Device device = gpu_or_explain("model run");
     Stream stream(device);
