@@ -282,8 +282,9 @@ int hot(int launches) {
     const Dims g = conv.grid(conv_y_shape), b = conv.block();
     const LaunchConfig conv_config{{g[0]}, {b[0]}, conv.shared_bytes_for_launch(0)};
     std::int32_t batch = 1, c_in = 256, c_out = 256, m = conv_m, stride = conv_m;
-    float *cx = pc[0], *cw = pc[1], *cs = pc[2], *ch = pc[3], *cy = pc[4];
-    void* conv_args[] = {&cx, &cw, &cs, &ch, &cy, &batch, &c_in, &c_out, &m, &stride};
+    std::int64_t x_image = std::int64_t{c_in} * m, y_image = std::int64_t{c_out} * stride;  // tight images
+    float *cx = pc[0], *cw = pc[1], *cs = pc[2], *ch = pc[3], *cy = pc[4], *no_residual = nullptr;
+    void* conv_args[] = {&cx, &cw, &cs, &ch, &cy, &batch, &c_in, &c_out, &m, &stride, &x_image, &y_image, &no_residual};
     conv_forward(conv, rt, stream, pc);  // loads the module and raises the shared-memory limit
     CUfunc_st* conv_fn = rt.load(conv.kernel(), ctx.device).function;
     const Conv2dBnSiluGemmForward::KernelType conv_typed(conv.kernel());
@@ -301,7 +302,10 @@ int hot(int launches) {
         {"axpby", "Kernel::launch (Arg span)", [&] { axpby.Kernel::launch(stream, axpby_config(), generic); }},
         {"conv", "raw cuLaunchKernel", [&] { raw_launch(raw, conv_fn, conv_config, stream, conv_args); }},
         {"conv", "typed launch",
-         [&] { conv_typed.launch(stream, conv_config, cx, cw, cs, ch, cy, batch, c_in, c_out, m, stride); }},
+         [&] {
+             conv_typed.launch(stream, conv_config, cx, cw, cs, ch, cy, batch, c_in, c_out, m, stride, x_image, y_image,
+                               no_residual);
+         }},
         {"conv", "RuntimeOp::forward", [&] { conv_forward(conv, rt, stream, pc); }},
     };
     // On a 9.0 device, the same layer on the Hopper kernel: its tensor maps are built on the first
