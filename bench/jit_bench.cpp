@@ -155,7 +155,8 @@ json child_steps(std::string_view kernel_name) {
     if (ctx) {
         Module module(ctx->device, entry->compiled.cubin, entry->compiled.ptx);
         CUfunc_st* fn = module.function(kernel.entry_point_name());
-        const LoadedKernel loaded{std::move(module), fn, std::make_shared<const CacheEntry>(*std::move(entry))};
+        const LoadedKernel loaded{std::move(module), fn, std::make_shared<const CacheEntry>(*std::move(entry)),
+                                  options.arch};
         step("load_us");
         Problem& p = *problem;
         ArgPack pack(kernel.params(), kernel.id());

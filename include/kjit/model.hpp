@@ -163,10 +163,9 @@ WeightsReport check_weights(const ModelPlan& plan, const std::map<std::string, S
 
 /// Where LoadedModel::load spent its time, wall milliseconds.
 struct LoadTimes {
-    double plan_ms = 0;     ///< the graph planned, tuned winners looked up
+    double plan_ms = 0;     ///< the graph planned (unless given planned), tuned winners looked up
     double buffers_ms = 0;  ///< parameters and activations allocated and initialised
-    double kernels_ms = 0;  ///< every kernel's binary read from the cache (or compiled), in parallel
-    double modules_ms = 0;  ///< those binaries loaded as modules on the device, in parallel
+    double kernels_ms = 0;  ///< every kernel's cubin read from the cache (or compiled) and loaded, in parallel
 };
 
 class LoadedModel {
@@ -179,6 +178,10 @@ public:
                                           Runtime& runtime = Runtime::global(), PlanOptions options = {});
     [[nodiscard]] static LoadedModel load_file(const std::filesystem::path& graph, const Device& device, int batch,
                                                Runtime& runtime = Runtime::global(), PlanOptions options = {});
+    /// The same for a graph planned already — for `device`'s traits (DeviceTraits::of) — so a
+    /// caller that planned it to check the weights first does not plan it twice.
+    [[nodiscard]] static LoadedModel load(ModelPlan planned, const Device& device,
+                                          Runtime& runtime = Runtime::global());
     ~LoadedModel();
     LoadedModel(LoadedModel&&) noexcept;
     LoadedModel& operator=(LoadedModel&&) noexcept;

@@ -38,7 +38,10 @@ struct CompileResult {
 
 /// An entry point loaded on a device.
 struct LoadedKernel {
-    LoadedKernel(Module loaded_module, CUfunc_st* entry_function, std::shared_ptr<const CacheEntry> cache_entry);
+    /// `built_for`: the arch the cubin was compiled for (an Arch, not the entry's name: parsing
+    /// a suffixed name asks NVRTC, whose start costs a warm process tens of milliseconds).
+    LoadedKernel(Module loaded_module, CUfunc_st* entry_function, std::shared_ptr<const CacheEntry> cache_entry,
+                 Arch built_for);
 
     Module module;
     CUfunc_st* function;

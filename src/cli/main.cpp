@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <fstream>
 #include <ranges>
-#include <sstream>
 
 #include "cli.hpp"
 
@@ -35,11 +34,14 @@ Runtime& runtime(const Common& common) {
 }
 
 std::string read_option_file(const std::string& file, std::string_view option) {
-    std::ifstream in(file, std::ios::binary);
+    // Sized first and read at once: a weights file is tens of megabytes.
+    std::ifstream in(file, std::ios::binary | std::ios::ate);
     if (!in) throw UsageError(fmt::format("{} {}: cannot read the file (does it exist?)", option, file));
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
+    std::string bytes(static_cast<std::size_t>(std::max<std::streamoff>(0, in.tellg())), '\0');
+    in.seekg(0);
+    if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+        throw UsageError(fmt::format("{} {}: the file could not be read whole", option, file));
+    return bytes;
 }
 
 double median(std::vector<double> values) {

@@ -197,16 +197,17 @@ double time_ms(const Device& device, const Stream& stream, int iters, Work&& wor
 
 int run_model(const ModelOptions& o) {
     // The graph and the weights are checked first: their errors need no GPU to be found, and on
-    // a GPU are found before every kernel is compiled and loaded. The weights are read once.
+    // a GPU are found before every kernel is compiled and loaded. The graph is planned once and
+    // the weights are read once.
     const DeviceTraits traits = checking_device();  // the driver initialised: not the model's start
     Stopwatch watch;
-    const CheckedModel checked = check_model(o, traits);
+    CheckedModel checked = check_model(o, traits);
     const double check_ms = watch.lap_ms();
     const Device device = gpu_or_explain("model run");
     Stream stream(device);
     Runtime& rt = runtime(o.common);
     (void)watch.lap_ms();  // the context and the cache opened: not the model's start
-    LoadedModel model = LoadedModel::load_file(o.graph, device, o.batch, rt, o.planning);
+    LoadedModel model = LoadedModel::load(std::move(checked.plan), device, rt);
     (void)watch.lap_ms();
     const WeightsReport weights = model.load_weights(checked.tensors);
     const double weights_ms = watch.lap_ms();
@@ -247,8 +248,7 @@ int run_model(const ModelOptions& o) {
     (void)model.read_output(0, stream);
     const double first_forward_ms = watch.lap_ms();
     const LoadTimes& load = model.load_times();
-    const double start_ms = check_ms + load.plan_ms + load.buffers_ms + load.kernels_ms + load.modules_ms + weights_ms +
-                            first_forward_ms;
+    const double start_ms = check_ms + load.plan_ms + load.buffers_ms + load.kernels_ms + weights_ms + first_forward_ms;
     const auto node_ms = model.node_times_ms(inputs, stream, o.iters);
     const double forward_ms = time_ms(device, stream, o.iters, [&] { (void)model.forward(inputs, stream); });
     std::optional<double> replay_ms;
@@ -289,11 +289,10 @@ int run_model(const ModelOptions& o) {
                          {"weights_folded_bn", weights.folded},
                          {"start_ms",
                           {{"total", start_ms},
-                           {"graph_and_weights_read", check_ms},
-                           {"plan", load.plan_ms},
+                           {"graph_read_plan_weights_check", check_ms},
+                           {"tuned_picks", load.plan_ms},
                            {"buffers", load.buffers_ms},
-                           {"cache_reads", load.kernels_ms},
-                           {"module_loads", load.modules_ms},
+                           {"kernels_read_and_loaded", load.kernels_ms},
                            {"weights_upload", weights_ms},
                            {"first_forward", first_forward_ms}}}};
         if (replay_ms) j["replay_ms"] = *replay_ms;
@@ -312,10 +311,10 @@ int run_model(const ModelOptions& o) {
                forward_ms, o.iters, plan.launches());
     if (replay_ms) fmt::print("; CUDA graph replay {:.3f} ms", *replay_ms);
     fmt::print(
-        "\nstart to the first output on the host {:.1f} ms: graph and weights read {:.1f}, plan {:.1f}, buffers "
-        "{:.1f}, cache reads {:.1f}, module loads {:.1f}, weights upload {:.1f}, first forward {:.1f}\n",
-        start_ms, check_ms, load.plan_ms, load.buffers_ms, load.kernels_ms, load.modules_ms, weights_ms,
-        first_forward_ms);
+        "\nstart to the first output on the host {:.1f} ms: graph read, planned and weights checked {:.1f}, tuned "
+        "picks {:.1f}, buffers {:.1f}, kernels read from the cache and loaded {:.1f}, weights upload {:.1f}, first "
+        "forward {:.1f}\n",
+        start_ms, check_ms, load.plan_ms, load.buffers_ms, load.kernels_ms, weights_ms, first_forward_ms);
     return ok;
 }
 

@@ -118,7 +118,7 @@ Kernel::Kernel(KernelSpec spec, std::string body_source) : state_(std::make_shar
     s.kernel_source = std::move(body_source);
     s.source = s.kernel_source + "\n\n" + s.entry_point_source;
     s.headers = detail::included_headers(s.source);
-    s.source_digest = detail::source_digest(s.source, s.headers);
+    s.source_digest = detail::source_digest(s.source, *s.headers);
     s.name = std::move(spec.name);
     s.constants = std::move(spec.constants);
     s.params = std::move(spec.params);
@@ -142,7 +142,7 @@ bool Kernel::runs_on(Arch device) const noexcept {
     return !state_->only_for || state_->only_for->number() == device.number();
 }
 Arch Kernel::target(Arch device) const noexcept { return state_->only_for.value_or(device); }
-const std::vector<SourceFile>& Kernel::headers() const noexcept { return state_->headers; }
+const std::vector<SourceFile>& Kernel::headers() const noexcept { return *state_->headers; }
 
 CacheKey Kernel::key(const CompileOptions& options) const {
     std::lock_guard lock(state_->memo_mutex);

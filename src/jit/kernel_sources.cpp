@@ -3,13 +3,15 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <kjit/error.hpp>
+
+#include "jit/file_bytes.hpp"
 
 namespace kjit::detail {
 namespace {
@@ -27,13 +29,7 @@ std::optional<std::filesystem::path> kernels_dir_override() {
 
 /// The file at `relative` under kernels_src, or nullopt.
 std::optional<std::string> read_kernel_file(const std::string& relative) {
-    if (auto dir = kernels_dir_override()) {
-        std::ifstream in(*dir / relative, std::ios::binary);
-        if (!in) return std::nullopt;
-        std::ostringstream text;
-        text << in.rdbuf();
-        return text.str();
-    }
+    if (auto dir = kernels_dir_override()) return file_bytes(*dir / relative);
     for (const auto& file : embedded_kernel_files())
         if (file.path == relative) return std::string(file.content);
     return std::nullopt;
@@ -87,9 +83,11 @@ std::string kernel_body(const std::string& name) {
                                  dir ? " Unset KJIT_KERNELS_DIR to use the kernels built into kjit." : ""));
 }
 
-std::vector<SourceFile> included_headers(std::string_view source) {
+namespace {
+
+/// The kernels_src files `direct` names and every one they include in turn, sorted by name.
+std::vector<SourceFile> resolve_headers(std::vector<std::string> pending) {
     std::map<std::string, std::string> found;  // sorted by name: the key must not depend on order
-    std::vector<std::string> pending = include_targets(source);
     while (!pending.empty()) {
         std::string name = std::move(pending.back());
         pending.pop_back();
@@ -101,6 +99,21 @@ std::vector<SourceFile> included_headers(std::string_view source) {
     }
     std::vector<SourceFile> headers;
     for (auto& [name, content] : found) headers.push_back({name, std::move(content)});
+    return headers;
+}
+
+}  // namespace
+
+std::shared_ptr<const std::vector<SourceFile>> included_headers(std::string_view source) {
+    std::vector<std::string> direct = include_targets(source);
+    if (kernels_dir_override()) return std::make_shared<const std::vector<SourceFile>>(resolve_headers(direct));
+    // The embedded files never change: each distinct include list is resolved once per process,
+    // and every kernel that includes it shares the result (a plan builds hundreds of kernels).
+    static std::mutex mutex;
+    static std::map<std::vector<std::string>, std::shared_ptr<const std::vector<SourceFile>>> resolved;
+    std::lock_guard lock(mutex);
+    auto& headers = resolved[direct];
+    if (!headers) headers = std::make_shared<const std::vector<SourceFile>>(resolve_headers(std::move(direct)));
     return headers;
 }
 

@@ -1,5 +1,6 @@
 // Kernel sources: embedded at build time from kernels_src/, or read from $KJIT_KERNELS_DIR.
 #pragma once
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,6 @@ std::string kernel_body(const std::string& name);
 
 /// Every kernels_src header `source` includes, directly or through other headers, sorted by
 /// name. Includes that name no kernels_src file are left to NVRTC.
-std::vector<SourceFile> included_headers(std::string_view source);
+std::shared_ptr<const std::vector<SourceFile>> included_headers(std::string_view source);
 
 }  // namespace kjit::detail

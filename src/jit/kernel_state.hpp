@@ -36,8 +36,8 @@ struct KernelState {
     unsigned max_threads_per_block = 0;
     std::optional<Arch> only_for;
     bool waits_in_body = false;  // KernelSpec::waits_in_body: it lets the next grid launch itself
-    std::vector<SourceFile> headers;
-    CacheKey source_digest;  // XXH3-128 of source + headers, taken once at construction
+    std::shared_ptr<const std::vector<SourceFile>> headers;  // shared by every kernel with the same includes
+    CacheKey source_digest;                                  // XXH3-128 of source + headers, taken once at construction
 
     // Memos. Keys per distinct option list; hot slots live as long as the kernel state.
     mutable std::mutex memo_mutex;

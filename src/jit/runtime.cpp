@@ -248,6 +248,7 @@ struct Runtime::Impl {
                     return e;
                 }
             };
+            Arch built_for = options.arch;
             auto failure = try_load();
             if (failure && entry->compiled.ptx.empty()) {  // read without its PTX: fetch it for the driver's JIT
                 entry = compile(kernel, options).entry;
@@ -260,13 +261,13 @@ struct Runtime::Impl {
                                          kernel.id(), options.arch.name(), device.name(), device.arch().name(),
                                          failure->what(), native_arch.name()));
                 CompileOptions native = options;
-                native.arch = native_arch;
+                native.arch = built_for = native_arch;
                 entry = compile(kernel, native).entry;
                 module.emplace(device, entry->compiled.cubin, entry->compiled.ptx);
             }
             auto* fn = module->function(kernel.entry_point_name());
             ++loads;
-            return std::make_shared<const LoadedKernel>(*std::move(module), fn, std::move(entry));
+            return std::make_shared<const LoadedKernel>(*std::move(module), fn, std::move(entry), built_for);
         });
         if (shared) ++memory_hits;
         return *loaded_kernel;  // owned by `loaded` for the runtime's life
@@ -362,12 +363,11 @@ struct Runtime::Impl {
 };
 
 LoadedKernel::LoadedKernel(Module loaded_module, CUfunc_st* entry_function,
-                           std::shared_ptr<const CacheEntry> cache_entry)
+                           std::shared_ptr<const CacheEntry> cache_entry, Arch built_for)
     : module(std::move(loaded_module)),
       function(entry_function),
       entry(std::move(cache_entry)),
-      dependent_launch(Arch::parse(entry->arch).number() >= detail::grid_dependency_arch &&
-                       dependent_launches_allowed()) {}
+      dependent_launch(built_for.number() >= detail::grid_dependency_arch && dependent_launches_allowed()) {}
 
 Runtime::Runtime(const std::filesystem::path& cache_directory)
     : Runtime(cache_directory, RemoteOptions::from_environment()) {}

@@ -2,22 +2,18 @@
 // kernel compiled (in parallel) and loaded, then run op by op or replayed as one CUDA graph.
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <sstream>
 
 #include <kjit/conv_tuner.hpp>
 
+#include "jit/file_bytes.hpp"
 #include "model/loaded_model_impl.hpp"
 
 namespace kjit {
 
 /// The whole file; `what` names it in the error ("the graph file").
 std::string detail::read_file(const std::filesystem::path& file, std::string_view what) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw UsageError(fmt::format("cannot read {} {}", what, file.string()));
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
+    if (auto bytes = detail::file_bytes(file)) return *std::move(bytes);
+    throw UsageError(fmt::format("cannot read {} {}", what, file.string()));
 }
 
 LoadedModel::LoadedModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -27,6 +23,15 @@ LoadedModel& LoadedModel::operator=(LoadedModel&&) noexcept = default;
 
 LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device, int batch, Runtime& runtime,
                               PlanOptions options) {
+    const auto start = std::chrono::steady_clock::now();
+    ModelPlan planned = ModelPlan::from_json(graph_json, batch, DeviceTraits::of(device), options);
+    const std::chrono::duration<double, std::milli> planning = std::chrono::steady_clock::now() - start;
+    LoadedModel model = load(std::move(planned), device, runtime);
+    model.impl_->times.plan_ms += planning.count();
+    return model;
+}
+
+LoadedModel LoadedModel::load(ModelPlan planned, const Device& device, Runtime& runtime) {
     using clock = std::chrono::steady_clock;
     LoadTimes times;
     auto lap = [mark = clock::now()](double& ms) mutable {
@@ -34,7 +39,6 @@ LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device,
         ms = std::chrono::duration<double, std::milli>(now - mark).count();
         mark = now;
     };
-    ModelPlan planned = ModelPlan::from_json(graph_json, batch, DeviceTraits::of(device), options);
     // Each conv layer runs its tuned winner where one is stored for this device and driver — or,
     // under the autotune policy (Runtime::autotune), the winner of tuning it now — rather than
     // the heuristic's pick.
@@ -82,11 +86,10 @@ LoadedModel LoadedModel::load(std::string_view graph_json, const Device& device,
         for (std::size_t l = 0; l < node.op->n_launches(); ++l) kernels.push_back(&node.op->kernel_for_launch(l));
     }
     lap(times.buffers_ms);
-    // The plan's kernels fetched (or compiled), then loaded as modules, each step in parallel.
-    runtime.compile_all(kernels, device.arch());
-    lap(times.kernels_ms);
+    // The plan's kernels, each fetched from the cache (its cubin alone) or compiled, and loaded as a
+    // module, all in parallel.
     runtime.load_all(kernels, device);
-    lap(times.modules_ms);
+    lap(times.kernels_ms);
     impl->times = times;
     return LoadedModel(std::move(impl));
 }

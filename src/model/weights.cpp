@@ -25,10 +25,14 @@ struct ResolvedWeights {
     std::vector<SlotValues> slots;
 };
 
+/// What resolve_weights makes: the report alone (a check), or the slots' values as well.
+enum class Resolve { check, values };
+
 /// Every slot of `plan` from `tensors` by dotted key, or folded from other tensors where the op
 /// folds them (RuntimeOp::param_fold) and the file holds those instead. Missing keys and dtype or
-/// shape mismatches throw one UsageError listing all of them. Needs no device.
-ResolvedWeights resolve_weights(const ModelPlan& plan, const std::map<std::string, SafeTensor>& tensors) {
+/// shape mismatches throw one UsageError listing all of them. A check copies and folds nothing.
+/// Needs no device.
+ResolvedWeights resolve_weights(const ModelPlan& plan, const std::map<std::string, SafeTensor>& tensors, Resolve what) {
     ResolvedWeights resolved;
     WeightsReport& report = resolved.report;
     std::set<std::string> used;
@@ -40,9 +44,9 @@ ResolvedWeights resolve_weights(const ModelPlan& plan, const std::map<std::strin
                                              fmt::join(t.shape, ", "), fmt::join(shape, ", ")));
             return std::nullopt;
         }
-        std::vector<float> v(element_count(shape));
-        std::memcpy(v.data(), t.data.data(), v.size() * sizeof(float));
         used.insert(key);
+        std::vector<float> v(what == Resolve::values ? element_count(shape) : 0);
+        std::memcpy(v.data(), t.data.data(), v.size() * sizeof(float));
         return v;
     };
     for (std::size_t n = 0; n < plan.nodes().size(); ++n) {
@@ -68,6 +72,11 @@ ResolvedWeights resolve_weights(const ModelPlan& plan, const std::map<std::strin
         for (const auto& k : sources)
             if (auto v = floats_of(k, fold->source_shape)) values.push_back(*std::move(v));
         if (values.size() != sources.size()) continue;  // mismatched: reported below
+        ++report.folded;
+        if (what == Resolve::check) {  // its slots count as filled; the fold itself waits for the load
+            report.loaded += fold->targets.size();
+            continue;
+        }
         auto folded = fold->fold(values);
         if (folded.size() != fold->targets.size())
             throw UsageError(fmt::format("node '{}': its op folded {} slots for {} targets", node.name, folded.size(),
@@ -79,17 +88,17 @@ ResolvedWeights resolve_weights(const ModelPlan& plan, const std::map<std::strin
                                              node.params[slot].key));
             resolved.slots.push_back({n, slot, std::move(folded[i])});
         }
-        ++report.folded;
     }
     if (!missing.empty() || !mismatched.empty()) {
-        std::string what;
-        if (!missing.empty()) what += fmt::format("missing: {}", fmt::join(missing, ", "));
+        std::string problems;
+        if (!missing.empty()) problems += fmt::format("missing: {}", fmt::join(missing, ", "));
         if (!mismatched.empty())
-            what += fmt::format("{}mismatched: {}", what.empty() ? "" : "; ", fmt::join(mismatched, "; "));
-        throw UsageError(fmt::format("the weights do not fit the model ({}); nothing was loaded", what));
+            problems += fmt::format("{}mismatched: {}", problems.empty() ? "" : "; ", fmt::join(mismatched, "; "));
+        throw UsageError(fmt::format("the weights do not fit the model ({}); nothing was loaded", problems));
     }
-    for (auto& [node, slot, values] : resolved.slots) plan.nodes()[node].op->prepare_param(slot, values);
-    report.loaded = resolved.slots.size();
+    report.loaded += resolved.slots.size();
+    if (what == Resolve::values)
+        for (auto& [node, slot, values] : resolved.slots) plan.nodes()[node].op->prepare_param(slot, values);
     for (const auto& [key, t] : tensors)
         if (!used.contains(key)) report.extra.push_back(key);
     return resolved;
@@ -98,7 +107,7 @@ ResolvedWeights resolve_weights(const ModelPlan& plan, const std::map<std::strin
 }  // namespace
 
 WeightsReport check_weights(const ModelPlan& plan, const std::map<std::string, SafeTensor>& tensors) {
-    return resolve_weights(plan, tensors).report;
+    return resolve_weights(plan, tensors, Resolve::check).report;
 }
 
 WeightsReport LoadedModel::load_weights(const std::filesystem::path& safetensors) {
@@ -111,7 +120,7 @@ WeightsReport LoadedModel::load_weights(const std::filesystem::path& safetensors
 }
 
 WeightsReport LoadedModel::load_weights(const std::map<std::string, SafeTensor>& tensors) {
-    auto [report, slots] = resolve_weights(impl_->plan, tensors);
+    auto [report, slots] = resolve_weights(impl_->plan, tensors, Resolve::values);
     for (const auto& [node, slot, values] : slots) impl_->params[node][slot].upload(std::span<const float>(values));
     if (!report.extra.empty())
         detail::warn(fmt::format("{} tensors in the weights file belong to no parameter and were ignored: {}",

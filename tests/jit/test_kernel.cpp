@@ -69,6 +69,18 @@ TEST_CASE("readable id joins name, pointer dtypes and constant values") {
     CHECK(mixed.headers()[0].name == "kjit/types.cuh");
 }
 
+TEST_CASE("kernels with the same includes share one resolved copy of the headers, with the same content") {
+    const auto make = [](std::int64_t n) {
+        return Kernel(KernelSpec{"shared", {{"N", n}}, {{"a", {Scalar::f16, true}}}},
+                      "template <int N> __device__ void shared(kjit::f16*) {}");
+    };
+    const Kernel one = make(1), two = make(2);
+    REQUIRE(one.headers().size() == 1);
+    CHECK(&one.headers() == &two.headers());  // resolved once per process, not per kernel
+    CHECK(one.headers()[0].content.find("f16") != std::string::npos);
+    CHECK(one.source_hash() != two.source_hash());  // the sources still differ, and so do the keys
+}
+
 TEST_CASE("a kernel without constants calls a plain function, no launch bounds when unset") {
     const Kernel k(KernelSpec{"plain", {}, {{"p", {Scalar::i32, true}}, {"n", {Scalar::u64}}}},
                    "__device__ void plain(int* p, unsigned long long n) {}");

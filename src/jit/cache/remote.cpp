@@ -12,10 +12,8 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
-#include <fstream>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <thread>
 #include <unordered_set>
 
@@ -27,6 +25,7 @@
 #include "jit/cache/redis_connection.hpp"
 #include "jit/cache/remote_entry.hpp"
 #include "jit/cache_key.hpp"
+#include "jit/file_bytes.hpp"
 #include "jit/log.hpp"
 
 namespace kjit {
@@ -130,13 +129,9 @@ Address parse_address(std::string_view text) {
 }
 
 std::string read_whole_file(const std::string& file, const char* variable) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in)
-        throw UsageError(
-            fmt::format("{}={}: cannot read the file (does it exist, may this user read it?)", variable, file));
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
+    if (auto bytes = detail::file_bytes(file)) return *std::move(bytes);
+    throw UsageError(
+        fmt::format("{}={}: cannot read the file (does it exist, may this user read it?)", variable, file));
 }
 
 /// Escapes SCAN MATCH's pattern characters in a literal prefix.
