@@ -105,6 +105,11 @@ struct PickedConv {
     std::string why;  ///< for heuristic picks under the autotune policy: why it did not tune
 };
 
+/// The winner stored for a layer on `target` (its device, arch and driver, timed on the kernel's
+/// current source), or null: what pick_conv2d_bn_silu takes first, without dispatching or tuning.
+[[nodiscard]] std::unique_ptr<Conv2dOp> stored_conv2d_bn_silu(const Conv2dAttrs& attrs, const Conv2dShape& shape,
+                                                              const TuneTarget& target, Cache& cache);
+
 /// The op for a layer on `stream`'s device: the winner stored for it, else — where the runtime's
 /// policy says to autotune and `stream` is not capturing a CUDA graph (tuning must run and
 /// synchronise) — the winner of tuning it now on `stream`, stored for every later call and

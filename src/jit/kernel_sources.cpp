@@ -50,18 +50,15 @@ std::vector<std::string> known_kernel_names() {
     return names;
 }
 
-/// The targets of `#include "x"` / `#include <x>` lines, in order.
+/// The targets of `#include "x"` / `#include <x>` lines, in order. Only the lines holding a '#'
+/// are looked at: every kernel a plan builds is scanned, and few of its lines are directives.
 std::vector<std::string> include_targets(std::string_view source) {
     std::vector<std::string> targets;
-    std::size_t pos = 0;
-    while (pos < source.size()) {
-        std::size_t end = source.find('\n', pos);
-        if (end == std::string_view::npos) end = source.size();
-        std::string_view line = source.substr(pos, end - pos);
-        pos = end + 1;
-        std::size_t i = line.find_first_not_of(" \t");
-        if (i == std::string_view::npos || line[i] != '#') continue;
-        i = line.find_first_not_of(" \t", i + 1);
+    for (std::size_t hash = source.find('#'); hash != std::string_view::npos; hash = source.find('#', hash + 1)) {
+        const std::size_t start = source.rfind('\n', hash) + 1;  // 0 on the first line (npos + 1)
+        if (source.substr(start, hash - start).find_first_not_of(" \t") != std::string_view::npos) continue;
+        const std::string_view line = source.substr(hash, source.find('\n', hash) - hash);  // to the end at most
+        std::size_t i = line.find_first_not_of(" \t", 1);
         if (i == std::string_view::npos || line.substr(i, 7) != "include") continue;
         i = line.find_first_of("\"<", i + 7);
         if (i == std::string_view::npos) continue;

@@ -41,13 +41,20 @@ LoadedModel LoadedModel::load(ModelPlan planned, const Device& device, Runtime& 
     };
     // Each conv layer runs its tuned winner where one is stored for this device and driver — or,
     // under the autotune policy (Runtime::autotune), the winner of tuning it now — rather than
-    // the heuristic's pick.
+    // the heuristic's pick, which the plan holds already (and which is not built again).
     if (const auto convs = planned.conv_layers(); !convs.empty()) {
-        const Stream stream(device);
-        for (const auto& [node, layer] : convs)
-            if (PickedConv pick = pick_conv2d_bn_silu(layer.attrs, layer.shape, runtime, stream);
-                pick.source != PickSource::heuristic)
-                planned.replace_op(node, std::move(pick.op));
+        const TuneTarget target = TuneTarget::of(device);
+        std::optional<Stream> stream;  // made only to tune
+        for (const auto& [node, layer] : convs) {
+            if (auto stored = stored_conv2d_bn_silu(layer.attrs, layer.shape, target, runtime.cache())) {
+                planned.replace_op(node, std::move(stored));
+            } else if (runtime.autotune()) {
+                if (!stream) stream.emplace(device);
+                if (PickedConv pick = pick_conv2d_bn_silu(layer.attrs, layer.shape, runtime, *stream);
+                    pick.source != PickSource::heuristic)
+                    planned.replace_op(node, std::move(pick.op));
+            }
+        }
     }
     lap(times.plan_ms);
     auto impl = std::make_unique<Impl>(Impl{device, &runtime, std::move(planned), {}, {}, {}, {}, {}, std::nullopt});

@@ -30,6 +30,12 @@ std::string host_name() {
     return ::gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("unknown");
 }
 
+/// Whether the kernels table is the WITHOUT ROWID one of kjits before 2026-12-05.
+bool kernels_without_rowid(const detail::sqlite::Database& db) {
+    auto s = db.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'kernels'");
+    return s.step() && s.text(0).find("WITHOUT ROWID") != std::string::npos;
+}
+
 }  // namespace
 
 std::int64_t detail::unix_now() {
@@ -83,6 +89,13 @@ void Cache::Impl::open() {
     }
     db->exec("PRAGMA journal_mode=WAL");
     db->exec("PRAGMA synchronous=NORMAL");
+    if (kernels_without_rowid(*db)) {  // once per database: its lookups read whole rows until rebuilt
+        Transaction t(*db);
+        db->exec(detail::schema::rowid_kernels_sql());
+        t.commit();
+        detail::log(LogLevel::info,
+                    fmt::format("kernel cache {}: kernels table rebuilt with rowids (faster lookups)", path.string()));
+    }
     if (version == 0 || !db->has_table("tuned_winners") || !db->has_table("claims")) {  // new, or from before a table
         Transaction t(*db);
         db->exec(detail::schema::tables_sql("main"));

@@ -35,14 +35,33 @@ const std::array<ColumnDef, column::count> kernel_columns{{
     {"meta_checksum", "INTEGER NOT NULL"},
 }};
 
-std::string tables_sql(std::string_view db) {
+namespace {
+
+/// The kernels table `db`.`table`. A rowid table, its key in a separate index: each row holds
+/// hundreds of kilobytes of PTX and cubin, and a WITHOUT ROWID table keeps whole rows in its key
+/// b-tree, where every comparison of a lookup reads the whole row it compares with.
+std::string kernels_table_sql(std::string_view db, std::string_view table) {
     std::vector<std::string> columns;
     for (const auto& c : kernel_columns) columns.push_back(fmt::format("    {} {}", c.name, c.type));
+    return fmt::format("CREATE TABLE IF NOT EXISTS {}.{} (\n{}\n);", db, table, fmt::join(columns, ",\n"));
+}
+
+}  // namespace
+
+std::string rowid_kernels_sql() {
+    return fmt::format(R"sql({0}
+INSERT INTO main.kernels_rebuilt ({1}) SELECT {1} FROM main.kernels;
+DROP TABLE main.kernels;
+ALTER TABLE main.kernels_rebuilt RENAME TO kernels;
+CREATE INDEX IF NOT EXISTS main.kernels_by_name ON kernels (kernel_name, arch);
+)sql",
+                       kernels_table_sql("main", "kernels_rebuilt"), select_list());
+}
+
+std::string tables_sql(std::string_view db) {
     return fmt::format(R"sql(
 CREATE TABLE IF NOT EXISTS {0}.kjit_schema (version INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS {0}.kernels (
 {1}
-) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS {0}.kernels_by_name ON kernels (kernel_name, arch);
 CREATE TABLE IF NOT EXISTS {0}.claims (
     key TEXT PRIMARY KEY NOT NULL,
@@ -77,7 +96,7 @@ CREATE TABLE IF NOT EXISTS {0}.remote_counters (
     value INTEGER NOT NULL
 ) WITHOUT ROWID;
 )sql",
-                       db, fmt::join(columns, ",\n"));
+                       db, kernels_table_sql(db, "kernels"));
 }
 
 std::string select_list(bool with_ptx_and_log) {

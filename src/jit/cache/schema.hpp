@@ -49,6 +49,10 @@ extern const std::array<ColumnDef, column::count> kernel_columns;
 /// additive only: a kjit that does not know a table ignores it. (`tuned` holds winners of kjits
 /// before `tuned_winners`, which ties each to a driver and a kernel source; none reads it now.)
 [[nodiscard]] std::string tables_sql(std::string_view db);
+/// Rebuilds main.kernels, made WITHOUT ROWID by kjits before 2026-12-05, as the rowid table
+/// tables_sql makes: same columns, same rows, same schema version (both layouts read and write
+/// alike), lookups no longer reading whole rows. Run inside a transaction.
+[[nodiscard]] std::string rowid_kernels_sql();
 /// The kernels columns for a SELECT; without PTX and log they read as NULL (what loading needs).
 [[nodiscard]] std::string select_list(bool with_ptx_and_log = true);
 /// INSERT OR REPLACE of one kernels row into `table`, parameters in column order.

@@ -159,8 +159,7 @@ namespace detail {
 
 PickedConv pick_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const TuneTarget& target, Cache& cache,
                                bool autotune, bool capturing, const std::function<CandidateBench()>& bench) {
-    if (auto op = tuned_conv2d_op(target.layout, a, s, target.device, target.device_name, target.driver, cache))
-        return {std::move(op), PickSource::tuned, {}};
+    if (auto op = stored_conv2d_bn_silu(a, s, target, cache)) return {std::move(op), PickSource::tuned, {}};
     const auto heuristic = [&](std::string why) {
         auto op = target.layout == Conv2dLayout::nhwc ? dispatch_conv2d_bn_silu_nhwc(a, s, target.device)
                                                       : dispatch_conv2d_bn_silu(a, s, target.device);
@@ -191,6 +190,11 @@ PickedConv pick_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const
 }
 
 }  // namespace detail
+
+std::unique_ptr<Conv2dOp> stored_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const TuneTarget& target,
+                                                Cache& cache) {
+    return detail::tuned_conv2d_op(target.layout, a, s, target.device, target.device_name, target.driver, cache);
+}
 
 std::unique_ptr<Conv2dOp> dispatch_conv2d_bn_silu(const Conv2dAttrs& a, const Conv2dShape& s, const Device& device,
                                                   Cache& cache) {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "jit/cache/cache_test_support.hpp"
+#include "jit/cache/schema.hpp"
 
 using namespace kjit;
 using namespace kjit::test;
@@ -102,6 +103,58 @@ TEST_CASE("the database is in WAL mode with the schema version recorded") {
     CHECK(sqlite3_column_int(s, 0) == cache_schema_version);
     sqlite3_finalize(s);
     sqlite3_close(db);
+}
+
+namespace {
+
+/// The kernels table's CREATE statement as the database holds it.
+std::string kernels_table_sql(const fs::path& file) {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
+    sqlite3_stmt* s = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_master WHERE name = 'kernels'", -1, &s, nullptr) ==
+            SQLITE_OK);
+    REQUIRE(sqlite3_step(s) == SQLITE_ROW);
+    std::string sql = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return sql;
+}
+
+}  // namespace
+
+TEST_CASE("a kernels table made WITHOUT ROWID by an older kjit is rebuilt with rowids, every entry kept") {
+    test::TempDir dir;
+    const fs::path file = dir.path() / Cache::file_name;
+    const CacheEntry e = sample_entry();
+    { Cache(dir.path()).store(e); }
+    CHECK(kernels_table_sql(file).find("WITHOUT ROWID") == std::string::npos);
+    {  // as kjits before 2026-12-05 made it
+        std::string columns;
+        for (const auto& c : detail::schema::kernel_columns)
+            columns += fmt::format("{}{} {}", columns.empty() ? "" : ", ", c.name, c.type);
+        sqlite3* db = nullptr;
+        REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
+        const std::string sql = fmt::format(
+            "BEGIN; CREATE TABLE old ({}) WITHOUT ROWID; INSERT INTO old SELECT * FROM kernels; DROP TABLE kernels; "
+            "ALTER TABLE old RENAME TO kernels; CREATE INDEX kernels_by_name ON kernels (kernel_name, arch); COMMIT;",
+            columns);
+        REQUIRE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+        sqlite3_close(db);
+    }
+    REQUIRE(kernels_table_sql(file).find("WITHOUT ROWID") != std::string::npos);
+    Cache reopened(dir.path());
+    CHECK(kernels_table_sql(file).find("WITHOUT ROWID") == std::string::npos);
+    const auto got = reopened.find(e.key);
+    REQUIRE(got.has_value());
+    CHECK(got->compiled.cubin == e.compiled.cubin);
+    CHECK(got->compiled.ptx == e.compiled.ptx);
+    const CacheEntry other = sample_entry(2);  // and the rebuilt table takes new rows and replaces old ones
+    reopened.store(other);
+    reopened.store(e);
+    const CacheKey keys[] = {e.key, other.key};
+    CHECK(reopened.count_stored(keys) == 2);
+    CHECK(reopened.find(other.key).has_value());
 }
 
 TEST_CASE("default location: KJIT_CACHE_DIR, then the repository's cache/, then XDG, then ~/.cache") {
