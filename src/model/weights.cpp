@@ -45,8 +45,11 @@ ResolvedWeights resolve_weights(const ModelPlan& plan, const std::map<std::strin
             return std::nullopt;
         }
         used.insert(key);
-        std::vector<float> v(what == Resolve::values ? element_count(shape) : 0);
-        std::memcpy(v.data(), t.data.data(), v.size() * sizeof(float));
+        std::vector<float> v;
+        if (what == Resolve::values) {
+            v.resize(element_count(shape));
+            std::memcpy(v.data(), t.data.data(), v.size() * sizeof(float));
+        }
         return v;
     };
     for (std::size_t n = 0; n < plan.nodes().size(); ++n) {
