@@ -166,7 +166,7 @@ def main():
 
         # Unfused (every concat input copied, every add its own launch), then fused; the fused
         # run twice, the second a new process with every kernel in the cache (its start-up split).
-        kjit_unfused, _ = kjit_run("--no-zero-copy-concat", "--no-fused-add")
+        kjit_unfused, _ = kjit_run("--no-zero-copy-concat", "--no-fused-add", "--no-chained-ops")
         kjit_run()
         kjit, kjit_wall = kjit_run()
         got = read_safetensors(outputs)

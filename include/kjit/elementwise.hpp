@@ -4,6 +4,7 @@
 // takes_image_strides, so a planner may place its tensors in channel slices of a concat's output).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -81,9 +82,46 @@ public:
     [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
                                                       ShapeView resolved) const override;
     void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
+    /// A MaxPool2dChainOp where this pool and `next` are the same size-keeping pool (stride 1,
+    /// odd window, padding window / 2) on planes that fit it.
+    [[nodiscard]] std::unique_ptr<RuntimeOp> chained_with(const RuntimeOp& next, ShapeView input) const override;
+
+    [[nodiscard]] int window() const noexcept { return window_; }
+    [[nodiscard]] int stride() const noexcept { return stride_; }
+    [[nodiscard]] int pad() const noexcept { return pad_; }
 
 private:
     int window_, stride_, pad_;
+};
+
+/// A size-keeping max pool (window×window, odd window, stride 1, padding window / 2) applied
+/// `repeats` times, each to the last result, every result written in one launch
+/// (kernels_src/maxpool2d_chain.cu): pool(x) to OpCall::output, pool(pool(x)) and on to
+/// OpCall::chained_outputs. A planner makes it of a chain of such MaxPool2dOps (YOLO's SPPF block),
+/// on planes of up to max_plane elements.
+class MaxPool2dChainOp final : public ElementwiseOp {
+public:
+    using KernelType =
+        TypedKernel<param<"x", float*>, param<"y1", float*>, param<"y2", float*>, param<"y3", float*>,
+                    param<"y4", float*>, param<"planes", std::int32_t>, param<"C", std::int32_t>,
+                    param<"H", std::int32_t>, param<"W", std::int32_t>, param<"K", std::int32_t>,
+                    param<"repeats", std::int32_t>, param<"planes_per_block", std::int32_t>,
+                    param<"x_stride", std::int64_t>, param<"y1_stride", std::int64_t>, param<"y2_stride", std::int64_t>,
+                    param<"y3_stride", std::int64_t>, param<"y4_stride", std::int64_t>>;
+    static constexpr int max_repeats = 4;           ///< the kernel's output pointers
+    static constexpr std::size_t max_plane = 4096;  ///< H·W its shared memory holds (twice, in 32 KB)
+    /// Throws UsageError unless the window is odd and 2 ≤ repeats ≤ max_repeats.
+    MaxPool2dChainOp(int window, int repeats);
+    [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
+                                                      ShapeView resolved) const override;
+    [[nodiscard]] Dims grid(ShapeView output_shape) const override;
+    void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
+    [[nodiscard]] std::size_t n_chained_outputs() const override { return static_cast<std::size_t>(repeats_ - 1); }
+    /// One more repeat where `next` is this chain's pool and repeats < max_repeats.
+    [[nodiscard]] std::unique_ptr<RuntimeOp> chained_with(const RuntimeOp& next, ShapeView input) const override;
+
+private:
+    int window_, repeats_;
 };
 
 /// Nearest-neighbour upsampling by an integer factor (kernels_src/upsample_nearest2d.cu).
@@ -104,12 +142,15 @@ private:
 
 /// float64 references of the ops above (NCHW, tight rows), what `kjit check` and the GPU tests
 /// compare the kernels with: a + b; the inputs concatenated along channels; max pooling (−∞
-/// outside the image, the output size as MaxPool2dOp computes it); nearest upsampling.
+/// outside the image, the output size as MaxPool2dOp computes it); chained size-keeping pools,
+/// every result one after the other; nearest upsampling.
 [[nodiscard]] std::vector<double> add_reference(std::span<const float> a, std::span<const float> b);
 [[nodiscard]] std::vector<double> concat_channels_reference(std::span<const std::vector<float>> inputs,
                                                             std::span<const Shape> shapes);
 [[nodiscard]] std::vector<double> maxpool2d_reference(std::span<const float> x, ShapeView shape, int kernel, int stride,
                                                       int pad);
+[[nodiscard]] std::vector<double> maxpool2d_chain_reference(std::span<const float> x, ShapeView shape, int window,
+                                                            int repeats);
 [[nodiscard]] std::vector<double> upsample_nearest2d_reference(std::span<const float> x, ShapeView shape, int scale);
 
 }  // namespace kjit

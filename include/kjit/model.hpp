@@ -62,6 +62,9 @@ struct PlanOptions {
     /// the op accepts_residual_add(), is made by that op's epilogue (Node::residual) and launches
     /// nothing.
     bool fuse_residual_adds = true;
+    /// Chained ops: a node whose one input is another's output runs in that node's launch where
+    /// its op is chained_with this one (e.g. the SPPF block's max pools); it launches nothing.
+    bool chain_ops = true;
 };
 
 /// A graph for one batch size: nodes in topological order, each with its op made, its output
@@ -93,8 +96,19 @@ public:
         std::vector<ConcatCopy> copies;  ///< a concat's (RuntimeOp::is_channel_concat) copied inputs
         /// The value this node's op adds in its epilogue: an add fused into it, which then writes
         /// the add's output (its own output value is never made).
-        std::optional<std::size_t> residual;
-        bool fused = false;  ///< an add another node's epilogue makes: it launches nothing
+        std::optional<std::size_t> residual{};
+        /// The values this node's launch also writes: the outputs of the nodes chained into it,
+        /// in chain order, which `chain` runs.
+        std::vector<std::size_t> chained{};
+        /// The op that runs `op` and the chained nodes' ops in one launch (RuntimeOp::chained_with).
+        std::unique_ptr<RuntimeOp> chain{};
+        /// The node whose launch makes this one's output (an add in its epilogue, an op chained
+        /// into it): this one launches nothing.
+        std::optional<std::size_t> made_by{};
+
+        [[nodiscard]] bool fused() const noexcept { return made_by.has_value(); }
+        /// The op its launches run: `chain` where nodes are chained into it, else `op`.
+        [[nodiscard]] const RuntimeOp& launched_op() const noexcept { return chain ? *chain : *op; }
     };
     /// Where a value's tensor lives: in its own buffer, or as channels [channel, channel + C) of
     /// another value's — a concat's output the planner placed it in, which its producer writes
@@ -126,17 +140,21 @@ public:
     /// Per value, where it lives.
     [[nodiscard]] const std::vector<Storage>& storage() const noexcept { return storage_; }
     /// Kernel launches and copies one forward runs: every node's launches, a concat's copies
-    /// only, none for a fused add.
+    /// only, none for a fused add or a chained node.
     [[nodiscard]] std::size_t launches() const;
 
 private:
-    /// Where every value lives: place_concat_inputs, then fuse_residual_adds.
+    /// Where every value lives and which node launches what: place_concat_inputs, then
+    /// fuse_residual_adds, then chain_ops.
     void plan_storage();
     /// Places the concats' inputs in their outputs where producers and readers allow (storage_,
     /// Node::copies).
     void place_concat_inputs();
     /// Folds adds into their producers' epilogues where allowed (Node::residual, Node::fused).
     void fuse_residual_adds();
+    /// Runs chains of nodes in their first node's launch where the ops allow (Node::chain,
+    /// Node::chained, Node::made_by).
+    void chain_ops();
 
     int batch_ = 0;
     PlanOptions options_;

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -58,6 +59,9 @@ struct OpCall {
     /// result in its epilogue: a residual add fused into it. Only for an op that
     /// accepts_residual_add().
     const void* residual = nullptr;
+    /// The outputs of the ops chained after this one into its launch (chained_with), in chain
+    /// order, each laid out as the output. Exactly n_chained_outputs() of them.
+    std::span<const Tensor> chained_outputs{};
 };
 
 /// The tensors of one backward call: the forward's, the output gradient, and the gradients to write.
@@ -132,6 +136,14 @@ public:
     /// Whether the op adds OpCall::residual to its output in its epilogue, where a call gives one.
     /// Default: false (forward() refuses a residual).
     [[nodiscard]] virtual bool accepts_residual_add() const;
+    /// The op that runs this op and then `next` on its output in one launch, `input` being the
+    /// shape next reads: it writes this op's output to OpCall::output and next's after those of
+    /// the ops already chained to it, in OpCall::chained_outputs (the SPPF block's max pools
+    /// chain so), taking the tensors as the two would (image strides, rows). Null where it
+    /// cannot, the default: a planner then runs them one by one.
+    [[nodiscard]] virtual std::unique_ptr<RuntimeOp> chained_with(const RuntimeOp& next, ShapeView input) const;
+    /// Outputs the op writes besides OpCall::output: those of the ops chained into it. Default: 0.
+    [[nodiscard]] virtual std::size_t n_chained_outputs() const;
 
     // ---- launches (defaults: one launch of kernel_for_launch(0)) ----
 

@@ -281,9 +281,16 @@ void run_elementwise_input(const Input& in, std::span<Trial*> trials, Runtime& r
     const auto ref = c.reference(values);
     for (Trial* t : trials) {
         const Shape y_shape = t->op->compute_concrete_output_shape(shapes, {});
-        const DeviceBuffer y(stream.device(), element_count(y_shape) * sizeof(float));
-        const OpCall call{
-            tensors, {}, y.as<void>(), y_shape, static_cast<int>(t->op->forward_output_row_elems(y_shape))};
+        const std::size_t size = element_count(y_shape), outputs = 1 + t->op->n_chained_outputs();
+        const DeviceBuffer y(stream.device(), outputs * size * sizeof(float));
+        std::vector<Tensor> chained;
+        for (std::size_t k = 1; k < outputs; ++k) chained.push_back({y.as<float>() + k * size, y_shape});
+        const OpCall call{.inputs = tensors,
+                          .params = {},
+                          .output = y.as<void>(),
+                          .output_shape = y_shape,
+                          .output_row_stride = static_cast<int>(t->op->forward_output_row_elems(y_shape)),
+                          .chained_outputs = chained};
         run_trial(*t, rt, stream, call, ref, c.tolerance, 0, iters);
     }
 }
@@ -359,7 +366,7 @@ int check_on_gpu(const CheckOptions& o, const std::vector<std::string>& families
             fmt::format("{} is a kernel with no op to run against a reference: kjit check {} "
                         "--compile-only checks that its configurations compile",
                         o.op, o.op));
-    if (!conv && o.layer.given() && o.op != "maxpool2d" &&
+    if (!conv && o.layer.given() && o.op != "maxpool2d" && o.op != "maxpool2d_chain" &&
         (o.layer.kernel_size != std::vector<int>{1, 1} || o.layer.stride != 1 || o.layer.pad || o.layer.groups != 1))
         throw UsageError(fmt::format("{} takes no --kernel-size, --stride, --pad or --groups", o.op));
     // What is wrong with the input is said before a GPU is asked for. The configurations are the
@@ -411,9 +418,11 @@ void add_check(CLI::App& app, int& exit_code) {
         "serialised wgmma instead (needs no GPU)");
     static CheckOptions o;
     add_common_options(*sub, o.common, true);
-    sub->add_option("op", o.op,
-                    "conv2d_bn_silu (every conv kernel), one conv kernel family (conv2d_bn_silu_depthwise_forward …), "
-                    "add, concat_channels, maxpool2d or upsample_nearest2d; with --compile-only any shipped kernel")
+    sub->add_option(
+           "op", o.op,
+           "conv2d_bn_silu (every conv kernel), one conv kernel family (conv2d_bn_silu_depthwise_forward …), "
+           "add, concat_channels, maxpool2d, maxpool2d_chain or upsample_nearest2d; with --compile-only any shipped "
+           "kernel")
         ->required();
     add_layer_options(*sub, o.layer);
     sub->add_option("--shapes", o.shapes_file, "JSON file of conv layers to run (as kjit tune --shapes takes)")

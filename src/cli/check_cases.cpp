@@ -98,7 +98,8 @@ std::span<const CheckLayer> conv_check_layers() {
 }
 
 bool is_elementwise_family(std::string_view family) {
-    return family == "add" || family == "concat_channels" || family == "maxpool2d" || family == "upsample_nearest2d";
+    return family == "add" || family == "concat_channels" || family == "maxpool2d" || family == "maxpool2d_chain" ||
+           family == "upsample_nearest2d";
 }
 
 std::vector<ElementwiseCase> elementwise_check_cases(std::string_view family, const LayerOptions& given) {
@@ -146,6 +147,18 @@ std::vector<ElementwiseCase> elementwise_check_cases(std::string_view family, co
                      [s, k, stride, pad](Inputs in) { return maxpool2d_reference(in[0], s, k, stride, pad); },
                      0});
             }
+        } else if (family == "maxpool2d_chain") {
+            // SPPF's 5x5 and a 3x3, each repeated up to the kernel's limit; --kernel-size picks the window.
+            std::vector<int> windows{5, 3};
+            if (given.given()) windows = {given.kernel_size[0]};
+            for (const int k : windows)
+                for (int repeats = 2; repeats <= MaxPool2dChainOp::max_repeats; ++repeats)
+                    cases.push_back(
+                        {name(s, fmt::format(" {}x{} x{}", k, k, repeats)),
+                         std::make_shared<MaxPool2dChainOp>(k, repeats),
+                         {s},
+                         [s, k, repeats](Inputs in) { return maxpool2d_chain_reference(in[0], s, k, repeats); },
+                         0});
         } else {
             for (const int f : {2, 3})
                 cases.push_back({name(s, fmt::format(" x{}", f)),

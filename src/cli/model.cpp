@@ -93,9 +93,19 @@ int plan_model(const ModelOptions& o) {
             j["residual"] = plan.values()[*node.residual].name;
             row.launches.push_back(fmt::format("adds    {} in its epilogue", plan.values()[*node.residual].name));
         }
-        if (node.fused) {
+        if (!node.chained.empty()) {
+            std::vector<std::string> names;
+            for (std::size_t v : node.chained) names.push_back(plan.values()[v].name);
+            j["chained"] = names;
+            row.launches.push_back(fmt::format("writes  {} too, in the same launch", fmt::join(names, ", ")));
+        }
+        if (node.fused()) {
+            const auto& maker = plan.nodes()[*node.made_by];
             j["fused"] = true;
-            row.launches.push_back("no launch: the producer of its other input adds it in its epilogue");
+            j["made_by"] = maker.name;
+            row.launches.push_back(std::ranges::find(maker.chained, node.output) != maker.chained.end()
+                                       ? fmt::format("no launch: node '{}' writes it in its launch", maker.name)
+                                       : fmt::format("no launch: node '{}' adds it in its epilogue", maker.name));
             nodes.push_back(std::move(j));
             rows.push_back(std::move(row));
             continue;
@@ -112,17 +122,18 @@ int plan_model(const ModelOptions& o) {
             rows.push_back(std::move(row));
             continue;
         }
-        for (std::size_t l = 0; l < node.op->n_launches(); ++l) {
+        const RuntimeOp& op = node.launched_op();
+        for (std::size_t l = 0; l < op.n_launches(); ++l) {
             const Dims grid = [&] {
                 try {
-                    return node.op->grid_for_launch(l, in_shapes, out);
+                    return op.grid_for_launch(l, in_shapes, out);
                 } catch (const UsageError& e) {
                     throw UsageError(fmt::format("node '{}': {}", node.name, e.what()));
                 }
             }();
-            const Dims block = node.op->block();
-            const unsigned shared = node.op->shared_bytes_for_launch(l);
-            const std::string& kernel = node.op->kernel_for_launch(l).id();
+            const Dims block = op.block();
+            const unsigned shared = op.shared_bytes_for_launch(l);
+            const std::string& kernel = op.kernel_for_launch(l).id();
             kernels.push_back({{"kernel", kernel}, {"grid", grid}, {"block", block}, {"shared_bytes", shared}});
             row.launches.push_back(fmt::format("launch  {} grid {}x{}x{} block {}{}", kernel, grid[0], grid[1], grid[2],
                                                block[0], shared ? fmt::format(" shared {} B", shared) : ""));
@@ -275,7 +286,7 @@ int run_model(const ModelOptions& o) {
             const auto& node = plan.nodes()[n];
             nodes.push_back({{"name", node.name},
                              {"op", node.op_name},
-                             {"kernel", node.op->kernel_for_launch(0).id()},
+                             {"kernel", node.launched_op().kernel_for_launch(0).id()},
                              {"shape", plan.values()[node.output].shape},
                              {"ms", node_ms[n]}});
         }
@@ -437,6 +448,9 @@ void add_planning_options(CLI::App& command, PlanOptions& planning) {
                      "compare");
     command.add_flag("--no-fused-add{false}", planning.fuse_residual_adds,
                      "Run every add as its own launch (as without fusing it into its producer's epilogue), to compare");
+    command.add_flag("--no-chained-ops{false}", planning.chain_ops,
+                     "Run every node in its own launch (as without chaining, e.g. SPPF's max pools, into one), to "
+                     "compare");
 }
 
 }  // namespace

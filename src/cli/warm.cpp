@@ -49,7 +49,7 @@ void keep_shard(CompileJobs& work, std::string_view shard) {
 }
 
 /// The kernels a graph runs at each batch size on each arch's usual part (planning_device): each
-/// node's launches (none for a concat or a fused add), and for its conv layers every configuration a stored tuned winner names for
+/// node's launches (none for a concat, a fused add or a chained node), and for its conv layers every configuration a stored tuned winner names for
 /// that arch whose kernel source is still the one it was timed with (whichever device and driver
 /// it was timed on: a build box warms for the fleet).
 CompileJobs graph_compile_jobs(const WarmOptions& o, std::span<const Arch> archs, Cache& cache) {
@@ -72,8 +72,8 @@ CompileJobs graph_compile_jobs(const WarmOptions& o, std::span<const Arch> archs
         const DeviceTraits device = planning_device(arch.name(), 0, 0).first;
         for (const int batch : o.batches) {
             const ModelPlan plan = ModelPlan::from_json(graph, batch, device);
-            for (const auto& node : plan.nodes())  // a concat copies and a fused add is made by another node
-                if (!node.op->is_channel_concat() && !node.fused) want_op(*node.op, arch);
+            for (const auto& node : plan.nodes())  // a concat copies; a fused add or chained node is made by another
+                if (!node.op->is_channel_concat() && !node.fused()) want_op(node.launched_op(), arch);
             for (const auto& [node, l] : plan.conv_layers()) {
                 const std::string key = conv2d_problem_key(l.attrs, l.shape);
                 for (const TunedConfig& w : winners) {

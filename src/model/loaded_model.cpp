@@ -82,15 +82,15 @@ LoadedModel LoadedModel::load(ModelPlan planned, const Device& device, Runtime& 
         const Shape& shape = plan.values()[node.output].shape;
         if (plan.storage()[node.output].value == node.output)  // else it lives in a concat's output
             impl->tight[node.output].emplace(device, element_count(shape) * sizeof(float));
-        const std::size_t row = node.op->forward_output_row_elems(shape),
-                          stride = node.op->forward_output_row_stride(shape);
+        const RuntimeOp& op = node.launched_op();
+        const std::size_t row = op.forward_output_row_elems(shape), stride = op.forward_output_row_stride(shape);
         if (row == 0 || element_count(shape) % row || stride < row)
             throw UsageError(fmt::format("node '{}': rows of {} elements every {} do not tile its output [{}]",
                                          node.name, row, stride, fmt::join(shape, ", ")));
         if (stride > row)
             impl->padded[node.output].emplace(device, element_count(shape) / row * stride * sizeof(float));
-        if (node.op->is_channel_concat() || node.fused) continue;  // it copies, or another node makes it
-        for (std::size_t l = 0; l < node.op->n_launches(); ++l) kernels.push_back(&node.op->kernel_for_launch(l));
+        if (node.op->is_channel_concat() || node.fused()) continue;  // it copies, or another node makes it
+        for (std::size_t l = 0; l < op.n_launches(); ++l) kernels.push_back(&op.kernel_for_launch(l));
     }
     lap(times.buffers_ms);
     // The plan's kernels, each fetched from the cache (its cubin alone) or compiled, and loaded as a

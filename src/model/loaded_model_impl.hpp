@@ -41,20 +41,23 @@ struct LoadedModel::Impl {
 
     void run_node(std::size_t n, const Stream& stream) {
         const ModelPlan::Node& node = plan.nodes()[n];
-        if (node.fused) return;  // another node's epilogue made it
+        if (node.fused()) return;  // another node's launch made it
         std::vector<Tensor> inputs;
         for (std::size_t v : node.inputs) inputs.push_back(value(v));
         const Tensor out = value(node.output);
         if (node.op->is_channel_concat()) return copy_into_concat(node, inputs, out, stream);
         std::vector<void*> node_params;
         for (auto& p : params[n]) node_params.push_back(p.as<void>());
-        const std::size_t row = node.op->forward_output_row_elems(out.shape),
-                          stride = node.op->forward_output_row_stride(out.shape);
+        std::vector<Tensor> chained;
+        for (std::size_t v : node.chained) chained.push_back(value(v));
+        const RuntimeOp& op = node.launched_op();
+        const std::size_t row = op.forward_output_row_elems(out.shape),
+                          stride = op.forward_output_row_stride(out.shape);
         void* target = padded[node.output] ? padded[node.output]->as<void>() : out.data;
         const void* residual = node.residual ? value(*node.residual).data : nullptr;
-        node.op->forward(
+        op.forward(
             *runtime, stream,
-            {inputs, node_params, target, out.shape, static_cast<int>(stride), out.image_stride, residual});
+            {inputs, node_params, target, out.shape, static_cast<int>(stride), out.image_stride, residual, chained});
         if (padded[node.output])  // back to tight rows for whoever reads it (the plan never places it)
             copy_2d_async(stream, tight[node.output]->address(), row * sizeof(float), padded[node.output]->address(),
                           stride * sizeof(float), row * sizeof(float), element_count(out.shape) / row);

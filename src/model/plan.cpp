@@ -259,8 +259,10 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
 }
 
 void ModelPlan::plan_storage() {
+    for (Node& n : nodes_) n.residual.reset(), n.made_by.reset(), n.chain.reset(), n.chained.clear();
     place_concat_inputs();
     fuse_residual_adds();
+    chain_ops();
 }
 
 // ---- zero-copy concat ------------------------------------------------------------------------------------
@@ -325,14 +327,13 @@ void ModelPlan::place_concat_inputs() {
 std::size_t ModelPlan::launches() const {
     std::size_t n = 0;
     for (const Node& node : nodes_)
-        n += node.fused ? 0 : node.op->is_channel_concat() ? node.copies.size() : node.op->n_launches();
+        n += node.fused() ? 0 : node.op->is_channel_concat() ? node.copies.size() : node.launched_op().n_launches();
     return n;
 }
 
 // ---- fused residual adds -----------------------------------------------------------------------------------
 
 void ModelPlan::fuse_residual_adds() {
-    for (Node& n : nodes_) n.residual.reset(), n.fused = false;
     if (!options_.fuse_residual_adds) return;
     std::vector<std::optional<std::size_t>> producer(values_.size());
     std::vector<std::size_t> readers(values_.size(), 0);
@@ -355,7 +356,7 @@ void ModelPlan::fuse_residual_adds() {
             Node& p = nodes_[*producer[made]];
             const Shape& shape = values_[made].shape;
             // The residual must exist when p runs, and be laid out as p's new output.
-            if (!p.op->accepts_residual_add() || p.residual || p.fused ||
+            if (!p.op->accepts_residual_add() || p.residual || p.fused() ||
                 p.op->forward_output_row_stride(shape) != p.op->forward_output_row_elems(shape) ||
                 (producer[residual] && *producer[residual] >= *producer[made]) ||
                 image_stride(residual) != image_stride(add.output))
@@ -363,8 +364,42 @@ void ModelPlan::fuse_residual_adds() {
             if (image_stride(add.output) != element_count(shape) / shape[0] && !p.op->takes_image_strides()) continue;
             p.residual = residual;
             storage_[made] = storage_[add.output];  // p writes the add's output; its own is never made
-            add.fused = true;
+            add.made_by = *producer[made];
             break;
+        }
+    }
+}
+
+// ---- chained ops -------------------------------------------------------------------------------------------
+
+void ModelPlan::chain_ops() {
+    if (!options_.chain_ops) return;
+    std::vector<std::vector<std::size_t>> readers(values_.size());
+    for (std::size_t n = 0; n < nodes_.size(); ++n)
+        for (std::size_t v : nodes_[n].inputs) readers[v].push_back(n);
+    // A chain grows from its head, in order, by a node that reads only the last link's output.
+    // Its outputs are then written when the head runs, earlier than the order says: no node in
+    // between reads them, since every reader comes after the node that makes them.
+    for (std::size_t h = 0; h < nodes_.size(); ++h) {
+        Node& head = nodes_[h];
+        if (head.fused() || head.residual || head.op->is_channel_concat()) continue;
+        for (std::size_t last = h;;) {
+            const std::size_t made = nodes_[last].output;
+            std::unique_ptr<RuntimeOp> longer;
+            std::size_t next = 0;
+            for (std::size_t r : readers[made]) {
+                const Node& n = nodes_[r];
+                if (n.inputs.size() != 1 || n.fused() || n.residual) continue;
+                if ((longer = head.launched_op().chained_with(*n.op, values_[made].shape))) {
+                    next = r;
+                    break;
+                }
+            }
+            if (!longer) break;
+            head.chain = std::move(longer);
+            head.chained.push_back(nodes_[next].output);
+            nodes_[next].made_by = h;
+            last = next;
         }
     }
 }

@@ -3,6 +3,7 @@
 #include <kjit/elementwise.hpp>
 
 #include <algorithm>
+#include <array>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -165,6 +166,83 @@ void MaxPool2dOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
     visitor.visit_i32(pad_);
     visitor.visit_i64(input_stride(call, 0));
     visitor.visit_i64(output_stride(call));
+}
+
+namespace {
+/// Whether `next` is the size-keeping pool over `window` that MaxPool2dChainOp repeats, on
+/// planes of `input` it can hold.
+bool repeats_pool(const RuntimeOp& next, int window, ShapeView input) {
+    const auto* pool = dynamic_cast<const MaxPool2dOp*>(&next);
+    return pool && pool->window() == window && pool->stride() == 1 && 2 * pool->pad() + 1 == window &&
+           input.size() == 4 && input[2] * input[3] <= MaxPool2dChainOp::max_plane;
+}
+}  // namespace
+
+std::unique_ptr<RuntimeOp> MaxPool2dOp::chained_with(const RuntimeOp& next, ShapeView input) const {
+    if (stride_ != 1 || 2 * pad_ + 1 != window_ || !repeats_pool(next, window_, input)) return nullptr;
+    return std::make_unique<MaxPool2dChainOp>(window_, 2);
+}
+
+// ---- chained size-keeping max pools ----------------------------------------------------------------------
+
+namespace {
+/// Whole planes a block of maxpool2d_chain pools at once: about one element per thread.
+std::size_t planes_per_block(std::size_t plane) { return std::max<std::size_t>(1, elementwise_block / plane); }
+}  // namespace
+
+MaxPool2dChainOp::MaxPool2dChainOp(int window, int repeats)
+    : ElementwiseOp(
+          elementwise_kernel<KernelType>("maxpool2d_chain", {{"CAPACITY", static_cast<std::int64_t>(max_plane)}}), 1),
+      window_(window),
+      repeats_(repeats) {
+    require(window >= 1 && window % 2 == 1 && repeats >= 2 && repeats <= max_repeats,
+            "maxpool2d_chain window {} repeats {}: the window must be odd and 2 <= repeats <= {}", window, repeats,
+            max_repeats);
+}
+
+Shape MaxPool2dChainOp::compute_concrete_output_shape(std::span<const ShapeView> in, ShapeView) const {
+    require(in.size() == 1, "maxpool2d_chain takes 1 input, {} given", in.size());
+    check_rank4(in[0], "maxpool2d_chain input");
+    require(in[0][2] * in[0][3] <= max_plane,
+            "maxpool2d_chain: a {}x{} plane is over the {} elements a block holds: run the pools one by one", in[0][2],
+            in[0][3], max_plane);
+    return Shape(in[0].begin(), in[0].end());
+}
+
+Dims MaxPool2dChainOp::grid(ShapeView out) const {
+    check_rank4(out, "maxpool2d_chain output");
+    const std::size_t per_block = planes_per_block(out[2] * out[3]);
+    return elementwise_grid(ceil_div<std::size_t>(out[0] * out[1], per_block), 1);
+}
+
+void MaxPool2dChainOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
+    check_call(call);
+    require(call.chained_outputs.size() + 1 == static_cast<std::size_t>(repeats_),
+            "maxpool2d_chain of {} pools writes {} chained outputs, {} given", repeats_, repeats_ - 1,
+            call.chained_outputs.size());
+    const ShapeView x = call.inputs[0].shape;
+    std::array<Tensor, max_repeats> y{};
+    y[0] = {non_null(call.output, "output y1"), call.output_shape, call.output_image_stride};
+    for (std::size_t r = 0; r < call.chained_outputs.size(); ++r) {
+        const Tensor& t = call.chained_outputs[r];
+        require(std::ranges::equal(t.shape, call.output_shape) && image_stride_of(t) >= element_count(x) / x[0],
+                "maxpool2d_chain: chained output {} is [{}] at image stride {}; every output is [{}]", r + 1,
+                fmt::join(t.shape, ", "), image_stride_of(t), fmt::join(call.output_shape, ", "));
+        y[r + 1] = {non_null(t.data, "a chained output"), t.shape, t.image_stride};
+    }
+    visitor.visit_ptr(non_null(call.inputs[0].data, "input x"));
+    for (const Tensor& t : y) visitor.visit_ptr(t.data);
+    for (std::size_t v : {x[0] * x[1], x[1], x[2], x[3]}) visitor.visit_i32(as_i32(v, "a size"));
+    visitor.visit_i32(window_);
+    visitor.visit_i32(repeats_);
+    visitor.visit_i32(static_cast<std::int32_t>(planes_per_block(x[2] * x[3])));
+    visitor.visit_i64(input_stride(call, 0));
+    for (const Tensor& t : y) visitor.visit_i64(t.data ? static_cast<std::int64_t>(image_stride_of(t)) : 0);
+}
+
+std::unique_ptr<RuntimeOp> MaxPool2dChainOp::chained_with(const RuntimeOp& next, ShapeView input) const {
+    if (repeats_ == max_repeats || !repeats_pool(next, window_, input)) return nullptr;
+    return std::make_unique<MaxPool2dChainOp>(window_, repeats_ + 1);
 }
 
 // ---- nearest upsampling -----------------------------------------------------------------------------------

@@ -40,6 +40,17 @@ std::vector<double> maxpool2d_reference(std::span<const float> x, ShapeView s, i
     return y;
 }
 
+std::vector<double> maxpool2d_chain_reference(std::span<const float> x, ShapeView s, int window, int repeats) {
+    std::vector<double> all;
+    std::vector<float> last(x.begin(), x.end());
+    for (int r = 0; r < repeats; ++r) {
+        const std::vector<double> y = maxpool2d_reference(last, s, window, 1, window / 2);
+        all.insert(all.end(), y.begin(), y.end());
+        last.assign(y.begin(), y.end());  // maxima of floats: exact
+    }
+    return all;
+}
+
 std::vector<double> upsample_nearest2d_reference(std::span<const float> x, ShapeView s, int scale) {
     const std::size_t f = static_cast<std::size_t>(scale);
     std::vector<double> y;

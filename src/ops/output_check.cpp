@@ -55,10 +55,13 @@ std::string describe_faults(const OutputCheck& c, ShapeView shape) {
     if (c.error > c.tolerance)
         faults.push_back(fmt::format("error {:.2e} over the tolerance {:.0e}", c.error, c.tolerance));
     if (c.first_wrong && !faults.empty()) {
-        std::vector<std::size_t> at(shape.size());  // the index as coordinates, last dimension fastest
-        for (std::size_t d = shape.size(), i = c.first_wrong->index; d-- > 0; i /= shape[d]) at[d] = i % shape[d];
+        // The index as coordinates, last dimension fastest; past the first output, a chained one's.
+        const std::size_t n = element_count(shape), chained = c.first_wrong->index / n;
+        std::vector<std::size_t> at(shape.size());
+        for (std::size_t d = shape.size(), i = c.first_wrong->index % n; d-- > 0; i /= shape[d]) at[d] = i % shape[d];
         const float v = c.first_wrong->value;
-        faults.push_back(fmt::format("first wrong: y[{}] = {}, expected {:.6g}", fmt::join(at, ","),
+        faults.push_back(fmt::format("first wrong: {}y[{}] = {}, expected {:.6g}",
+                                     chained ? fmt::format("chained output {}: ", chained) : "", fmt::join(at, ","),
                                      std::isnan(v) ? "NaN" : fmt::format("{:.6g}", v), c.first_wrong->expected));
     }
     return fmt::format("{}", fmt::join(faults, "; "));
@@ -67,11 +70,21 @@ std::string describe_faults(const OutputCheck& c, ShapeView shape) {
 OutputCheck checked_forward(const RuntimeOp& op, Runtime& runtime, const Stream& stream, std::span<const Tensor> inputs,
                             std::span<void* const> params, ShapeView output_shape, std::span<const double> reference,
                             double tolerance, std::size_t row_padding, const CompileOptions* options) {
-    const std::size_t row = op.forward_output_row_elems(output_shape);
-    const OutputLayout layout{element_count(output_shape) / row, row, row + row_padding};
+    const std::size_t row = op.forward_output_row_elems(output_shape), size = element_count(output_shape);
+    const std::size_t outputs = 1 + op.n_chained_outputs();  // back to back, the chained ones tight
+    if (outputs > 1 && row_padding)
+        throw UsageError("checked_forward: an op with chained outputs is checked with tight rows (row_padding 0)");
+    const OutputLayout layout{outputs * size / row, row, row + row_padding};
     DeviceBuffer y(stream.device(), layout.elements() * sizeof(float));
     y.fill(0xff);  // every float a NaN
-    const OpCall call{inputs, params, y.as<void>(), output_shape, static_cast<int>(layout.row_stride)};
+    std::vector<Tensor> chained;
+    for (std::size_t k = 1; k < outputs; ++k) chained.push_back({y.as<float>() + k * size, output_shape});
+    const OpCall call{.inputs = inputs,
+                      .params = params,
+                      .output = y.as<void>(),
+                      .output_shape = output_shape,
+                      .output_row_stride = static_cast<int>(layout.row_stride),
+                      .chained_outputs = chained};
     if (options) op.forward(runtime, stream, call, *options);
     else op.forward(runtime, stream, call);
     stream.synchronize();

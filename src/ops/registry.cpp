@@ -122,6 +122,8 @@ const KernelFamily families[] = {
     {"add", "y = a + b (residual connections)", single_configuration<AddOp>},
     {"concat_channels", "one input of a concatenation along channels", single_configuration<ConcatChannelsOp, 1>},
     {"maxpool2d", "max pooling, any window, stride and padding", single_configuration<MaxPool2dOp, 5, 1, 2>},
+    {"maxpool2d_chain", "size-keeping max pools applied to their own output, every result written (YOLO's SPPF)",
+     single_configuration<MaxPool2dChainOp, 5, 3>},
     {"upsample_nearest2d", "nearest-neighbour upsampling by 2", single_configuration<UpsampleNearest2dOp, 2>},
 };
 

@@ -28,6 +28,8 @@ bool RuntimeOp::takes_image_strides() const { return false; }
 bool RuntimeOp::is_channel_concat() const { return false; }
 bool RuntimeOp::is_elementwise_add() const { return false; }
 bool RuntimeOp::accepts_residual_add() const { return false; }
+std::unique_ptr<RuntimeOp> RuntimeOp::chained_with(const RuntimeOp&, ShapeView) const { return nullptr; }
+std::size_t RuntimeOp::n_chained_outputs() const { return 0; }
 
 const RuntimeOp& RuntimeOp::op_for(const OpCall&) const { return *this; }
 Dims RuntimeOp::block() const { return {kernel_for_launch(0).max_threads_per_block(), 1, 1}; }
@@ -111,12 +113,15 @@ void run_forward(const RuntimeOp& self, Runtime& runtime, const Stream& stream, 
         const auto strided = [](const Tensor& t) {
             return t.image_stride && t.image_stride != image_stride_of({t.data, t.shape});
         };
-        if (std::ranges::any_of(call.inputs, strided) ||
+        if (std::ranges::any_of(call.inputs, strided) || std::ranges::any_of(call.chained_outputs, strided) ||
             strided({call.output, call.output_shape, call.output_image_stride}))
             throw UsageError("this op takes tight tensors only (takes_image_strides() is false): copy the slice first");
     }
     if (call.residual && !self.accepts_residual_add())
         throw UsageError("this op adds no residual (accepts_residual_add() is false): run the add as its own op");
+    if (call.chained_outputs.size() != self.n_chained_outputs())
+        throw UsageError(fmt::format("this op writes {} chained outputs (n_chained_outputs()), {} were given",
+                                     self.n_chained_outputs(), call.chained_outputs.size()));
     const RuntimeOp& op = self.op_for(call);
     const InputShapes shapes(call.inputs);
     run_launches(

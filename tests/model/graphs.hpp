@@ -44,4 +44,27 @@ inline constexpr const char* residual_graph = R"({
   ]
 })";
 
+/// Chained max pools: SPPF's three 5x5 ones, all in a concat with the conv they start from (one
+/// of them also read by an add); five 3x3 ones after it, of which the kernel runs four in one
+/// launch; and a strided pool, which keeps no size and so ends the chain. 5 channels of 11 x 13.
+inline constexpr const char* sppf_graph = R"({
+  "inputs": [{"name": "x", "shape": ["B", 6, 11, 13]}],
+  "outputs": ["head", "t", "q6"],
+  "nodes": [
+    {"name": "a", "op": "conv2d_bn_silu", "inputs": ["x"], "attrs": {"c_out": 5}},
+    {"name": "p1", "op": "maxpool2d", "inputs": ["a"], "attrs": {"kernel": 5, "stride": 1, "pad": 2}},
+    {"name": "p2", "op": "maxpool2d", "inputs": ["p1"], "attrs": {"kernel": 5, "stride": 1, "pad": 2}},
+    {"name": "p3", "op": "maxpool2d", "inputs": ["p2"], "attrs": {"kernel": 5, "stride": 1, "pad": 2}},
+    {"name": "cat", "op": "concat", "inputs": ["a", "p1", "p2", "p3"]},
+    {"name": "head", "op": "conv2d_bn_silu", "inputs": ["cat"], "attrs": {"c_out": 6}},
+    {"name": "t", "op": "add", "inputs": ["p2", "a"]},
+    {"name": "q1", "op": "maxpool2d", "inputs": ["p3"], "attrs": {"kernel": 3, "stride": 1, "pad": 1}},
+    {"name": "q2", "op": "maxpool2d", "inputs": ["q1"], "attrs": {"kernel": 3, "stride": 1, "pad": 1}},
+    {"name": "q3", "op": "maxpool2d", "inputs": ["q2"], "attrs": {"kernel": 3, "stride": 1, "pad": 1}},
+    {"name": "q4", "op": "maxpool2d", "inputs": ["q3"], "attrs": {"kernel": 3, "stride": 1, "pad": 1}},
+    {"name": "q5", "op": "maxpool2d", "inputs": ["q4"], "attrs": {"kernel": 3, "stride": 1, "pad": 1}},
+    {"name": "q6", "op": "maxpool2d", "inputs": ["q5"], "attrs": {"kernel": 3, "stride": 2, "pad": 1}}
+  ]
+})";
+
 }  // namespace kjit::test

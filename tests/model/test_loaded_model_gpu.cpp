@@ -81,6 +81,16 @@ TEST_CASE("add, concat, max pooling and upsampling match float64 references, eve
         const Shape o = pool.compute_concrete_output_shape(std::array{ShapeView(s)}, {});
         check_op(pool, {{s, a}}, o, maxpool2d_reference(a, s, k, stride, pad));
     }
+    // Chained pools, each output checked: SPPF's 5x5 and a 3x3, up to four repeats, on planes of
+    // one element, off the block's size, and of the most a block holds.
+    for (const Shape& c : {Shape{3, 2, 1, 1}, s, Shape{1, 3, 64, 64}})
+        for (int k : {5, 3})
+            for (int repeats = 2; repeats <= MaxPool2dChainOp::max_repeats; ++repeats) {
+                CAPTURE(k);
+                CAPTURE(repeats);
+                const auto x = random_values(element_count(c));
+                check_op(MaxPool2dChainOp(k, repeats), {{c, x}}, c, maxpool2d_chain_reference(x, c, k, repeats));
+            }
     for (std::size_t f : {2u, 3u})
         check_op(UpsampleNearest2dOp(static_cast<int>(f)), {{s, a}}, {2, 5, 7 * f, 9 * f},
                  upsample_nearest2d_reference(a, s, static_cast<int>(f)));
@@ -314,18 +324,20 @@ TEST_CASE("an op with padded output rows: written padded, copied back tight befo
     CHECK(wrong == 0);
 }
 
-TEST_CASE("zero-copy concat and fused adds: the unfused plan's outputs, every element written (batch 1 and 3)") {
+TEST_CASE("zero-copy concat, fused adds, chained pools: the unfused plan's outputs, every element written") {
     // concat_graph's 11 x 13 planes: a slice after 7 channels starts off 16-byte alignment, where a
     // TMA conv takes its fallback. residual_graph: adds fused into convs, in and out of a concat.
+    // sppf_graph: chained max pools writing concat slices, read by others. Batches 1 and 3.
     const auto device = Device::get(0);
     Stream stream(device);
-    for (const char* graph : {test::concat_graph, test::residual_graph})
+    for (const char* graph : {test::concat_graph, test::residual_graph, test::sppf_graph})
         for (int batch : {1, 3}) {
             CAPTURE(graph);
             CAPTURE(batch);
             LoadedModel fused = LoadedModel::load(graph, device, batch);
-            LoadedModel unfused = LoadedModel::load(graph, device, batch, Runtime::global(),
-                                                    {.place_concat_inputs = false, .fuse_residual_adds = false});
+            LoadedModel unfused = LoadedModel::load(
+                graph, device, batch, Runtime::global(),
+                {.place_concat_inputs = false, .fuse_residual_adds = false, .chain_ops = false});
             CHECK(fused.plan().launches() < unfused.plan().launches());
             const Weights w = make_weights(fused.plan());
             std::map<std::string, SafeTensor> tensors;

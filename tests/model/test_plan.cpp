@@ -322,10 +322,10 @@ TEST_CASE("zero-copy concat: producers write into the concat's output where they
         for (int batch : {1, 16}) {
             CAPTURE(batch);
             const auto placed = ModelPlan::from_json(yolo, batch, h200);
-            const auto copied = ModelPlan::from_json(yolo, batch, h200,
-                                                     {.place_concat_inputs = false, .fuse_residual_adds = false});
+            const auto copied = ModelPlan::from_json(
+                yolo, batch, h200, {.place_concat_inputs = false, .fuse_residual_adds = false, .chain_ops = false});
             CHECK(copied.launches() == 80);
-            CHECK(placed.launches() == 80 - 28 - 6);  // and its six adds fused
+            CHECK(placed.launches() == 80 - 28 - 6 - 2);  // and its six adds fused, SPPF's pools chained
             for (const auto& node : placed.nodes()) CHECK(node.copies.empty());
         }
     }
@@ -339,7 +339,7 @@ std::vector<std::string> fusions(const ModelPlan& plan) {
     std::vector<std::string> out;
     for (const auto& node : plan.nodes()) {
         if (node.residual) out.push_back(fmt::format("{} adds {}", node.name, plan.values()[*node.residual].name));
-        if (node.fused) out.push_back(node.name + " fused");
+        if (node.fused()) out.push_back(node.name + " fused");
     }
     return out;
 }
@@ -364,7 +364,49 @@ TEST_CASE("fused residual adds: a conv's epilogue adds the residual where it alo
     for (int batch : {1, 16}) {
         CAPTURE(batch);
         const auto plan = ModelPlan::from_json(yolo, batch, h200);
-        CHECK(std::ranges::count_if(plan.nodes(), [](const auto& n) { return n.fused; }) == 6);
-        CHECK(plan.launches() == 80 - 28 - 6);
+        CHECK(std::ranges::count_if(plan.nodes(), [](const auto& n) { return n.fused(); }) == 6 + 2);
+        CHECK(plan.launches() == 80 - 28 - 6 - 2);  // and SPPF's three pools in one launch
+        CHECK(ModelPlan::from_json(yolo, batch, h200, {.chain_ops = false}).launches() == 80 - 28 - 6);
     }
+}
+
+namespace {
+
+/// "{node} writes {values}" for each node whose launch runs a chain.
+std::vector<std::string> chains(const ModelPlan& plan) {
+    std::vector<std::string> out;
+    for (const auto& node : plan.nodes()) {
+        if (node.chained.empty()) continue;
+        std::vector<std::string> names;
+        for (std::size_t v : node.chained) names.push_back(plan.values()[v].name);
+        out.push_back(fmt::format("{} writes {}", node.name, fmt::join(names, " ")));
+        CHECK(node.launched_op().n_chained_outputs() == node.chained.size());
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("chained max pools: SPPF's run in one launch, up to the kernel's four, same-size pools only") {
+    for (int batch : {1, 3}) {
+        CAPTURE(batch);
+        const auto plan = ModelPlan::from_json(test::sppf_graph, batch, h200);
+        CHECK(chains(plan) == std::vector<std::string>{"p1 writes p2 p3", "q1 writes q2 q3 q4"});
+        for (const auto& node : plan.nodes()) {
+            CAPTURE(node.name);
+            const bool chained = node.name == "p2" || node.name == "p3" || (node.name >= "q2" && node.name <= "q4");
+            CHECK(node.fused() == chained);
+            if (chained) CHECK(plan.nodes()[*node.made_by].name == (node.name[0] == 'p' ? "p1" : "q1"));
+        }
+        const auto apart = ModelPlan::from_json(test::sppf_graph, batch, h200, {.chain_ops = false});
+        CHECK(chains(apart).empty());
+        CHECK(plan.launches() + 5 == apart.launches());
+    }
+    // A 65 x 65 plane is over what a block of the chained kernel holds: the pools run one by one.
+    const auto big = ModelPlan::from_json(R"({"inputs": [{"name": "x", "shape": ["B", 2, 65, 65]}], "outputs": ["b"],
+        "nodes": [{"name": "a", "op": "maxpool2d", "inputs": ["x"], "attrs": {"kernel": 5, "stride": 1, "pad": 2}},
+                  {"name": "b", "op": "maxpool2d", "inputs": ["a"], "attrs": {"kernel": 5, "stride": 1, "pad": 2}}]})",
+                                          1, h200);
+    CHECK(chains(big).empty());
+    CHECK(big.launches() == 2);
 }

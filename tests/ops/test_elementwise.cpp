@@ -14,7 +14,8 @@ TEST_CASE("the elementwise ops' kernels compile for sm_80 and sm_90") {
     const ConcatChannelsOp concat(3);
     const MaxPool2dOp pool(5, 1, 2);
     const UpsampleNearest2dOp up(2);
-    for (const Kernel* k : {&add.kernel(), &concat.kernel(), &pool.kernel(), &up.kernel()})
+    const MaxPool2dChainOp chain(5, 3);
+    for (const Kernel* k : {&add.kernel(), &concat.kernel(), &pool.kernel(), &up.kernel(), &chain.kernel()})
         for (const char* arch : {"sm_80", "sm_90"}) {
             CAPTURE(k->id());
             const Compiled c = compile(*k, test::options_for(arch));
@@ -24,6 +25,34 @@ TEST_CASE("the elementwise ops' kernels compile for sm_80 and sm_90") {
     CHECK_THROWS_WITH_AS(MaxPool2dOp(3, 1, 2), doctest::Contains("0 <= pad <= kernel / 2"), UsageError);
     CHECK_THROWS_WITH_AS(UpsampleNearest2dOp(0), doctest::Contains("must be 1 to 16"), UsageError);
     CHECK_THROWS_WITH_AS(ConcatChannelsOp(0), doctest::Contains("at least one input"), UsageError);
+    CHECK_THROWS_WITH_AS(MaxPool2dChainOp(4, 2), doctest::Contains("the window must be odd"), UsageError);
+    CHECK_THROWS_WITH_AS(MaxPool2dChainOp(5, 5), doctest::Contains("2 <= repeats <= 4"), UsageError);
+}
+
+TEST_CASE("max pools chain where both keep the image's size with one window, up to four, on planes a block holds") {
+    const Shape in{2, 3, 10, 10};
+    const MaxPool2dOp sppf(5, 1, 2);
+    const auto two = sppf.chained_with(sppf, in);
+    REQUIRE(two);
+    CHECK(two->n_chained_outputs() == 1);
+    CHECK(two->compute_concrete_output_shape(std::array{ShapeView(in)}, {}) == in);
+    const auto three = two->chained_with(sppf, in);
+    REQUIRE(three);
+    const auto four = three->chained_with(sppf, in);
+    REQUIRE(four);
+    CHECK(four->n_chained_outputs() == 3);
+    CHECK_FALSE(four->chained_with(sppf, in));                 // the kernel's four outputs
+    CHECK_FALSE(two->chained_with(MaxPool2dOp(3, 1, 1), in));  // another window
+    CHECK_FALSE(sppf.chained_with(MaxPool2dOp(3, 1, 1), in));
+    CHECK_FALSE(sppf.chained_with(MaxPool2dOp(5, 2, 2), in));  // halves the image
+    CHECK_FALSE(sppf.chained_with(MaxPool2dOp(5, 1, 1), in));  // shrinks it
+    CHECK_FALSE(MaxPool2dOp(2, 2, 0).chained_with(MaxPool2dOp(2, 2, 0), in));
+    CHECK_FALSE(sppf.chained_with(AddOp(), in));
+    CHECK_FALSE(AddOp().chained_with(sppf, in));  // RuntimeOp's default
+    const Shape big{1, 1, 65, 65};
+    CHECK_FALSE(sppf.chained_with(sppf, big));
+    CHECK_THROWS_WITH_AS((void)two->compute_concrete_output_shape(std::array{ShapeView(big)}, {}),
+                         doctest::Contains("run the pools one by one"), UsageError);
 }
 
 TEST_CASE("the elementwise references, by hand") {
@@ -32,6 +61,9 @@ TEST_CASE("the elementwise references, by hand") {
     CHECK(add_reference(x, x)[1] == 10.0);
     CHECK(maxpool2d_reference(x, plane, 2, 1, 0) == std::vector<double>{5, 5, 7, 6});
     CHECK(maxpool2d_reference(x, plane, 3, 2, 1) == std::vector<double>{5, 5, 7, 6});  // -inf padding
+    // 3x3 pools repeated: the second one's window covers the whole plane.
+    CHECK(maxpool2d_chain_reference(x, plane, 3, 2) ==
+          std::vector<double>{5, 5, 5, 7, 7, 6, 7, 7, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7});
     CHECK(upsample_nearest2d_reference(std::vector<float>{1, 2}, Shape{1, 1, 1, 2}, 2) ==
           std::vector<double>{1, 1, 2, 2, 1, 1, 2, 2});
     // Two images of [2 channels] and [1 channel] of 1 pixel: image by image, channels in order.
