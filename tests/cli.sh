@@ -529,18 +529,26 @@ model)  # a graph planned and its weights checked without a GPU; model run finds
   contains "    launch  conv2d_bn_silu_"
   contains "    launch  add__f32__256 grid"
   contains "weights: not checked"
-  yolo=$(dirname "$0")/../examples/yolov8n/yolov8n.json  # zero-copy concat and fused adds: 80 launches -> 46
+  yolo=$(dirname "$0")/../examples/yolov8n/yolov8n.json  # zero-copy concat, fused adds, chained pools: 80 -> 44
   expect 0 "$kjit" model plan "$yolo" --batch 1 --arch sm_90
-  contains "61 nodes, 123 parameter slots, 46 launches and copies"
+  contains "61 nodes, 123 parameter slots, 44 launches and copies"
   contains "    writes  into b2.c2f.cat channels 0..15"
   contains "    adds    b2.c2f.cv1b in its epilogue"
-  expect 0 "$kjit" model plan "$yolo" --batch 1 --arch sm_90 --no-zero-copy-concat --no-fused-add
+  contains "    no launch: node 'b2.c2f.m0.cv2' adds it in its epilogue"
+  contains "    writes  b9.sppf.pool1, b9.sppf.pool2 too, in the same launch"
+  contains "    launch  maxpool2d_chain__f32__256__4096 grid 64x1x1 block 256"
+  contains "    no launch: node 'b9.sppf.pool0' writes it in its launch"
+  expect 0 "$kjit" model plan "$yolo" --batch 1 --arch sm_90 --no-chained-ops
+  contains "46 launches and copies"
+  expect 0 "$kjit" model plan "$yolo" --batch 1 --arch sm_90 --no-zero-copy-concat --no-fused-add --no-chained-ops
   contains "80 launches and copies"
   contains "    copy    b2.c2f.cv1a: zero-copy concat is off"
   expect 0 "$kjit" model plan "$yolo" --batch 16 --arch sm_90 --json
-  contains '"launches": 46'
+  contains '"launches": 44'
   contains '"written_into": {'
   contains '"residual": "b2.c2f.cv1b"'
+  contains '"chained": ['
+  contains '"made_by": "b9.sppf.pool0"'
   "$helper" weights "$dir/graph.json" 4 "$dir/w.safetensors" || fail "could not write weights"
   expect 0 "$kjit" model plan "$dir/graph.json" --batch 4 --arch sm_80 --weights "$dir/w.safetensors"
   contains "planned for sm_80 (A100: 108 SMs"
