@@ -84,9 +84,8 @@ int main(int argc, char** argv) {
     std::vector<ModelPlan> plans;
     for (const int batch : {1, 16}) {
         const ModelPlan& plan = plans.emplace_back(ModelPlan::from_json(graph.str(), batch, traits));
-        for (const auto& node : plan.nodes())
-            for (std::size_t l = 0; l < node.op->n_launches(); ++l)
-                if (const Kernel& k = node.op->kernel_for_launch(l); seen.insert(k.id()).second) kernels.push_back(k);
+        for (const Kernel* k : plan.kernels())
+            if (seen.insert(k->id()).second) kernels.push_back(*k);
     }
     const double plan_ms = ms_since(started);
     // The first conv GEMM kernel the graph runs, alone first.

@@ -233,6 +233,16 @@ check)  # kjit check --compile-only: every configuration compiled and inspected;
   contains "add takes no --kernel-size, --stride, --pad or --groups"
   expect 2 "$kjit" check maxpool2d --batch 1 --cin 2 --hw 2 2 --kernel-size 3 3 --pad 2 --cache-dir "$dir/c"
   contains "0 <= pad <= kernel / 2"
+  expect 2 "$kjit" check maxpool2d --kernel-size 3 5 --cache-dir "$dir/c"
+  contains "maxpool2d takes a square window (--kernel-size K K), --stride and --pad, and no --groups"
+  # The chain's pools keep the size: a stride, a padding other than K / 2 or an even window is refused, not ignored.
+  for bad in "--kernel-size 5 5 --stride 2" "--kernel-size 5 5 --pad 1" "--kernel-size 4 4" "--groups 2"; do
+    # shellcheck disable=SC2086  # the options split on purpose
+    expect 2 "$kjit" check maxpool2d_chain $bad --cache-dir "$dir/c"
+    contains "maxpool2d_chain takes an odd square window (--kernel-size K K) and no --stride, --pad or --groups"
+  done
+  expect 2 "$kjit" check add --kernel-size 3 3 --cache-dir "$dir/c"
+  contains "add takes no --kernel-size, --stride, --pad or --groups"
   ;;
 check-gpu)  # kjit check on the GPU: every configuration against the reference; kernels made wrong on purpose are caught
   if [[ ! -e /dev/nvidia0 ]]; then echo "no GPU here: kjit check's GPU half is checked on one (scripts/gpu-check)"; exit 77; fi

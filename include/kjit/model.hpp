@@ -142,19 +142,24 @@ public:
     /// Kernel launches and copies one forward runs: every node's launches, a concat's copies
     /// only, none for a fused add or a chained node.
     [[nodiscard]] std::size_t launches() const;
+    /// The kernels one forward launches, each once, in node order: the launched ops' (a concat
+    /// copies and a fused or chained node is launched by another, so theirs are not listed).
+    [[nodiscard]] std::vector<const Kernel*> kernels() const;
 
 private:
+    /// Who makes and who reads each value (plan.cpp).
+    struct Dataflow;
     /// Where every value lives and which node launches what: place_concat_inputs, then
     /// fuse_residual_adds, then chain_ops.
     void plan_storage();
     /// Places the concats' inputs in their outputs where producers and readers allow (storage_,
     /// Node::copies).
-    void place_concat_inputs();
+    void place_concat_inputs(const Dataflow& flow);
     /// Folds adds into their producers' epilogues where allowed (Node::residual, Node::fused).
-    void fuse_residual_adds();
+    void fuse_residual_adds(const Dataflow& flow);
     /// Runs chains of nodes in their first node's launch where the ops allow (Node::chain,
     /// Node::chained, Node::made_by).
-    void chain_ops();
+    void chain_ops(const Dataflow& flow);
 
     int batch_ = 0;
     PlanOptions options_;

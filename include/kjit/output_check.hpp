@@ -57,6 +57,10 @@ struct OutputCheck {
 /// output's index as coordinates of `output_shape`. Empty where nothing is wrong.
 [[nodiscard]] std::string describe_faults(const OutputCheck& check, ShapeView output_shape);
 
+/// `op`'s chained outputs (RuntimeOp::n_chained_outputs), each of `output_shape`, laid tight one
+/// after another after its output at `output`: the layout checked_forward checks.
+[[nodiscard]] std::vector<Tensor> chained_outputs_after(const RuntimeOp& op, void* output, ShapeView output_shape);
+
 /// Runs `op` once (compiled with `options` where given) on `inputs` and `params` (device memory)
 /// into a fresh output of `output_shape` — rows of op.forward_output_row_elems() elements,
 /// `row_padding` elements of padding after each, a guard after the last, all NaN — and checks

@@ -281,10 +281,9 @@ void run_elementwise_input(const Input& in, std::span<Trial*> trials, Runtime& r
     const auto ref = c.reference(values);
     for (Trial* t : trials) {
         const Shape y_shape = t->op->compute_concrete_output_shape(shapes, {});
-        const std::size_t size = element_count(y_shape), outputs = 1 + t->op->n_chained_outputs();
-        const DeviceBuffer y(stream.device(), outputs * size * sizeof(float));
-        std::vector<Tensor> chained;
-        for (std::size_t k = 1; k < outputs; ++k) chained.push_back({y.as<float>() + k * size, y_shape});
+        const DeviceBuffer y(stream.device(),
+                             (1 + t->op->n_chained_outputs()) * element_count(y_shape) * sizeof(float));
+        const std::vector<Tensor> chained = chained_outputs_after(*t->op, y.as<void>(), y_shape);
         const OpCall call{.inputs = tensors,
                           .params = {},
                           .output = y.as<void>(),
@@ -366,9 +365,6 @@ int check_on_gpu(const CheckOptions& o, const std::vector<std::string>& families
             fmt::format("{} is a kernel with no op to run against a reference: kjit check {} "
                         "--compile-only checks that its configurations compile",
                         o.op, o.op));
-    if (!conv && o.layer.given() && o.op != "maxpool2d" && o.op != "maxpool2d_chain" &&
-        (o.layer.kernel_size != std::vector<int>{1, 1} || o.layer.stride != 1 || o.layer.pad || o.layer.groups != 1))
-        throw UsageError(fmt::format("{} takes no --kernel-size, --stride, --pad or --groups", o.op));
     // What is wrong with the input is said before a GPU is asked for. The configurations are the
     // local device's where there is one (checking_device), so they need not be listed again.
     std::vector<Input> inputs;

@@ -72,8 +72,7 @@ CompileJobs graph_compile_jobs(const WarmOptions& o, std::span<const Arch> archs
         const DeviceTraits device = planning_device(arch.name(), 0, 0).first;
         for (const int batch : o.batches) {
             const ModelPlan plan = ModelPlan::from_json(graph, batch, device);
-            for (const auto& node : plan.nodes())  // a concat copies; a fused add or chained node is made by another
-                if (!node.op->is_channel_concat() && !node.fused()) want_op(node.launched_op(), arch);
+            for (const Kernel* k : plan.kernels()) want(*k, arch);
             for (const auto& [node, l] : plan.conv_layers()) {
                 const std::string key = conv2d_problem_key(l.attrs, l.shape);
                 for (const TunedConfig& w : winners) {

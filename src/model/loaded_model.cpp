@@ -46,14 +46,16 @@ LoadedModel LoadedModel::load(ModelPlan planned, const Device& device, Runtime& 
         const TuneTarget target = TuneTarget::of(device);
         std::optional<Stream> stream;  // made only to tune
         for (const auto& [node, layer] : convs) {
-            if (auto stored = stored_conv2d_bn_silu(layer.attrs, layer.shape, target, runtime.cache())) {
-                planned.replace_op(node, std::move(stored));
-            } else if (runtime.autotune()) {
-                if (!stream) stream.emplace(device);
-                if (PickedConv pick = pick_conv2d_bn_silu(layer.attrs, layer.shape, runtime, *stream);
-                    pick.source != PickSource::heuristic)
-                    planned.replace_op(node, std::move(pick.op));
+            if (!runtime.autotune()) {
+                if (auto stored = stored_conv2d_bn_silu(layer.attrs, layer.shape, target, runtime.cache()))
+                    planned.replace_op(node, std::move(stored));
+                continue;
             }
+            if (!stream) stream.emplace(device);
+            // The stored winner, else one tuned now; the heuristic's pick is the plan's already.
+            if (PickedConv pick = pick_conv2d_bn_silu(layer.attrs, layer.shape, runtime, *stream);
+                pick.source != PickSource::heuristic)
+                planned.replace_op(node, std::move(pick.op));
         }
     }
     lap(times.plan_ms);
@@ -64,7 +66,6 @@ LoadedModel LoadedModel::load(ModelPlan planned, const Device& device, Runtime& 
     impl->padded.resize(values);
     impl->input_pointers.assign(values, nullptr);
 
-    std::vector<const Kernel*> kernels;
     for (const auto& node : plan.nodes()) {
         auto& slots = impl->params.emplace_back();
         for (std::size_t p = 0; p < node.params.size(); ++p) {
@@ -89,13 +90,11 @@ LoadedModel LoadedModel::load(ModelPlan planned, const Device& device, Runtime& 
                                          node.name, row, stride, fmt::join(shape, ", ")));
         if (stride > row)
             impl->padded[node.output].emplace(device, element_count(shape) / row * stride * sizeof(float));
-        if (node.op->is_channel_concat() || node.fused()) continue;  // it copies, or another node makes it
-        for (std::size_t l = 0; l < op.n_launches(); ++l) kernels.push_back(&op.kernel_for_launch(l));
     }
     lap(times.buffers_ms);
     // The plan's kernels, each fetched from the cache (its cubin alone) or compiled, and loaded as a
     // module, all in parallel.
-    runtime.load_all(kernels, device);
+    runtime.load_all(plan.kernels(), device);
     lap(times.kernels_ms);
     impl->times = times;
     return LoadedModel(std::move(impl));

@@ -258,24 +258,32 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
     return plan;
 }
 
+struct ModelPlan::Dataflow {
+    std::vector<std::optional<std::size_t>> producer;  ///< per value, the node making it (none: a graph input)
+    std::vector<std::vector<std::size_t>> readers;     ///< per value, the nodes reading it, in order
+
+    explicit Dataflow(const ModelPlan& plan) : producer(plan.values_.size()), readers(plan.values_.size()) {
+        for (std::size_t n = 0; n < plan.nodes_.size(); ++n) {
+            producer[plan.nodes_[n].output] = n;
+            for (std::size_t v : plan.nodes_[n].inputs) readers[v].push_back(n);
+        }
+    }
+};
+
 void ModelPlan::plan_storage() {
     for (Node& n : nodes_) n.residual.reset(), n.made_by.reset(), n.chain.reset(), n.chained.clear();
-    place_concat_inputs();
-    fuse_residual_adds();
-    chain_ops();
+    const Dataflow flow(*this);
+    place_concat_inputs(flow);
+    fuse_residual_adds(flow);
+    chain_ops(flow);
 }
 
 // ---- zero-copy concat ------------------------------------------------------------------------------------
 
-void ModelPlan::place_concat_inputs() {
+void ModelPlan::place_concat_inputs(const Dataflow& flow) {
     storage_.clear();
     for (std::size_t v = 0; v < values_.size(); ++v) storage_.push_back({v, 0});
-    std::vector<std::optional<std::size_t>> producer(values_.size());
-    std::vector<std::vector<std::size_t>> readers(values_.size());
-    for (std::size_t n = 0; n < nodes_.size(); ++n) {
-        producer[nodes_[n].output] = n;
-        for (std::size_t v : nodes_[n].inputs) readers[v].push_back(n);
-    }
+    const auto& [producer, readers] = flow;
     // An op that takes strided tensors, or a concat (its copies take any stride).
     const auto strided_ok = [](const RuntimeOp& op) { return op.takes_image_strides() || op.is_channel_concat(); };
     const auto describe = [](const Node& n) { return fmt::format("node '{}' ({})", n.name, n.op_name); };
@@ -331,17 +339,27 @@ std::size_t ModelPlan::launches() const {
     return n;
 }
 
+std::vector<const Kernel*> ModelPlan::kernels() const {
+    std::vector<const Kernel*> out;
+    std::set<std::string_view> seen;
+    for (const Node& node : nodes_) {
+        if (node.op->is_channel_concat() || node.fused()) continue;
+        const RuntimeOp& op = node.launched_op();
+        for (std::size_t l = 0; l < op.n_launches(); ++l)
+            if (const Kernel& k = op.kernel_for_launch(l); seen.insert(k.id()).second) out.push_back(&k);
+    }
+    return out;
+}
+
 // ---- fused residual adds -----------------------------------------------------------------------------------
 
-void ModelPlan::fuse_residual_adds() {
+void ModelPlan::fuse_residual_adds(const Dataflow& flow) {
     if (!options_.fuse_residual_adds) return;
-    std::vector<std::optional<std::size_t>> producer(values_.size());
-    std::vector<std::size_t> readers(values_.size(), 0);
-    for (std::size_t n = 0; n < nodes_.size(); ++n) {
-        producer[nodes_[n].output] = n;
-        for (std::size_t v : nodes_[n].inputs) ++readers[v];
-    }
-    for (std::size_t v : outputs_) ++readers[v];  // the caller reads it too
+    const auto& producer = flow.producer;
+    // The add alone reads it: no other node, and not the caller.
+    const auto read_by_add_alone = [&](std::size_t v) {
+        return flow.readers[v].size() == 1 && std::ranges::find(outputs_, v) == outputs_.end();
+    };
     // Elements from one image of `v` to the next, where it lives.
     const auto image_stride = [&](std::size_t v) {
         const Shape& own = values_[v].shape;
@@ -352,7 +370,7 @@ void ModelPlan::fuse_residual_adds() {
         if (!add.op->is_elementwise_add() || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) continue;
         for (int first : {0, 1}) {
             const std::size_t made = add.inputs[first], residual = add.inputs[1 - first];
-            if (!producer[made] || readers[made] != 1 || storage_[made].value != made) continue;
+            if (!producer[made] || !read_by_add_alone(made) || storage_[made].value != made) continue;
             Node& p = nodes_[*producer[made]];
             const Shape& shape = values_[made].shape;
             // The residual must exist when p runs, and be laid out as p's new output.
@@ -372,11 +390,8 @@ void ModelPlan::fuse_residual_adds() {
 
 // ---- chained ops -------------------------------------------------------------------------------------------
 
-void ModelPlan::chain_ops() {
+void ModelPlan::chain_ops(const Dataflow& flow) {
     if (!options_.chain_ops) return;
-    std::vector<std::vector<std::size_t>> readers(values_.size());
-    for (std::size_t n = 0; n < nodes_.size(); ++n)
-        for (std::size_t v : nodes_[n].inputs) readers[v].push_back(n);
     // A chain grows from its head, in order, by a node that reads only the last link's output.
     // Its outputs are then written when the head runs, earlier than the order says: no node in
     // between reads them, since every reader comes after the node that makes them.
@@ -387,7 +402,7 @@ void ModelPlan::chain_ops() {
             const std::size_t made = nodes_[last].output;
             std::unique_ptr<RuntimeOp> longer;
             std::size_t next = 0;
-            for (std::size_t r : readers[made]) {
+            for (std::size_t r : flow.readers[made]) {
                 const Node& n = nodes_[r];
                 if (n.inputs.size() != 1 || n.fused() || n.residual) continue;
                 if ((longer = head.launched_op().chained_with(*n.op, values_[made].shape))) {

@@ -169,17 +169,17 @@ void MaxPool2dOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
 }
 
 namespace {
-/// Whether `next` is the size-keeping pool over `window` that MaxPool2dChainOp repeats, on
-/// planes of `input` it can hold.
-bool repeats_pool(const RuntimeOp& next, int window, ShapeView input) {
-    const auto* pool = dynamic_cast<const MaxPool2dOp*>(&next);
+/// Whether `op` is the size-keeping pool over `window` that MaxPool2dChainOp repeats, on planes
+/// of `input` it can hold.
+bool repeats_pool(const RuntimeOp& op, int window, ShapeView input) {
+    const auto* pool = dynamic_cast<const MaxPool2dOp*>(&op);
     return pool && pool->window() == window && pool->stride() == 1 && 2 * pool->pad() + 1 == window &&
            input.size() == 4 && input[2] * input[3] <= MaxPool2dChainOp::max_plane;
 }
 }  // namespace
 
 std::unique_ptr<RuntimeOp> MaxPool2dOp::chained_with(const RuntimeOp& next, ShapeView input) const {
-    if (stride_ != 1 || 2 * pad_ + 1 != window_ || !repeats_pool(next, window_, input)) return nullptr;
+    if (!repeats_pool(*this, window_, input) || !repeats_pool(next, window_, input)) return nullptr;
     return std::make_unique<MaxPool2dChainOp>(window_, 2);
 }
 

@@ -67,6 +67,13 @@ std::string describe_faults(const OutputCheck& c, ShapeView shape) {
     return fmt::format("{}", fmt::join(faults, "; "));
 }
 
+std::vector<Tensor> chained_outputs_after(const RuntimeOp& op, void* output, ShapeView output_shape) {
+    std::vector<Tensor> chained;
+    for (std::size_t k = 1; k <= op.n_chained_outputs(); ++k)
+        chained.push_back({static_cast<float*>(output) + k * element_count(output_shape), output_shape});
+    return chained;
+}
+
 OutputCheck checked_forward(const RuntimeOp& op, Runtime& runtime, const Stream& stream, std::span<const Tensor> inputs,
                             std::span<void* const> params, ShapeView output_shape, std::span<const double> reference,
                             double tolerance, std::size_t row_padding, const CompileOptions* options) {
@@ -77,8 +84,7 @@ OutputCheck checked_forward(const RuntimeOp& op, Runtime& runtime, const Stream&
     const OutputLayout layout{outputs * size / row, row, row + row_padding};
     DeviceBuffer y(stream.device(), layout.elements() * sizeof(float));
     y.fill(0xff);  // every float a NaN
-    std::vector<Tensor> chained;
-    for (std::size_t k = 1; k < outputs; ++k) chained.push_back({y.as<float>() + k * size, output_shape});
+    const std::vector<Tensor> chained = chained_outputs_after(op, y.as<void>(), output_shape);
     const OpCall call{.inputs = inputs,
                       .params = params,
                       .output = y.as<void>(),

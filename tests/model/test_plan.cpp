@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <numeric>
+#include <set>
 
 #include <fmt/format.h>
 #include <kjit/conv.hpp>
@@ -401,6 +402,20 @@ TEST_CASE("chained max pools: SPPF's run in one launch, up to the kernel's four,
         const auto apart = ModelPlan::from_json(test::sppf_graph, batch, h200, {.chain_ops = false});
         CHECK(chains(apart).empty());
         CHECK(plan.launches() + 5 == apart.launches());
+        // The kernels a forward launches, each once: the chains' (one kernel for both), and the
+        // plain pool's for q5 and q6 only.
+        const auto kernels = [](const ModelPlan& p) {
+            std::multiset<std::string> names;
+            std::set<std::string> ids;
+            for (const Kernel* k : p.kernels()) names.insert(k->name()), ids.insert(k->id());
+            CHECK(ids.size() == names.size());
+            return names;
+        };
+        CHECK(kernels(plan).count("maxpool2d_chain") == 1);
+        CHECK(kernels(plan).count("maxpool2d") == 1);
+        CHECK(kernels(plan).count("add") == 1);
+        CHECK(kernels(apart).count("maxpool2d_chain") == 0);
+        CHECK(kernels(apart).count("maxpool2d") == 1);
     }
     // A 65 x 65 plane is over what a block of the chained kernel holds: the pools run one by one.
     const auto big = ModelPlan::from_json(R"({"inputs": [{"name": "x", "shape": ["B", 2, 65, 65]}], "outputs": ["b"],
