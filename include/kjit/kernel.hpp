@@ -126,12 +126,14 @@ inline constexpr ParamType param_type_v = detail::param_type_of<T>::value;
 struct Param {
     std::string name;
     ParamType type;
+    friend bool operator==(const Param&, const Param&) = default;
 };
 
 /// A compile-time constant: becomes a template argument of the kernel body.
 struct Constant {
     std::string name;
     std::variant<std::int64_t, bool, Scalar> value;
+    friend bool operator==(const Constant&, const Constant&) = default;
 };
 
 /// A constant's value as the readable id writes it: "64", "true", "f32".
@@ -168,6 +170,7 @@ struct KernelSpec {
     /// (barrier init, tables from its arguments) then overlaps the previous kernel's tail.
     /// Unset, the entry point waits before the body starts.
     bool waits_in_body = false;
+    friend bool operator==(const KernelSpec&, const KernelSpec&) = default;
 };
 
 /// A kernel ready to compile and launch. Cheap to copy (copies share the immutable state and

@@ -1,7 +1,9 @@
 // The kernel object: the spec validated, its entry point and readable id generated, its
 // sources collected and hashed once.
 #include <algorithm>
+#include <mutex>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <kjit/compile.hpp>
@@ -71,7 +73,7 @@ bool allowed(ParamType t) {
 void validate(const KernelSpec& spec) {
     if (!is_identifier(spec.name))
         throw UsageError(fmt::format("kernel name '{}' is not a C identifier: use letters, digits and '_'", spec.name));
-    std::set<std::string> seen;
+    std::set<std::string_view> seen;  // views into the spec: no copies
     for (const auto& c : spec.constants) {
         if (!is_identifier(c.name))
             throw UsageError(fmt::format("constant '{}' of kernel '{}' is not a C identifier", c.name, spec.name));
@@ -107,7 +109,54 @@ void validate(const KernelSpec& spec) {
 
 std::string value_text(const Constant& c) { return detail::constant_text(c, false); }
 
-Kernel::Kernel(KernelSpec spec) : Kernel(spec, (validate(spec), detail::kernel_body(spec.name))) {}
+namespace {
+
+/// The states of kernels built from the embedded sources, by spec: a plan builds the same kernel
+/// for many layers (and each TMA op its sm80 fallback), and building one generates its entry
+/// point and hashes its whole source. Held weakly: a state lives while a Kernel holds it.
+class SharedStates {
+public:
+    std::shared_ptr<detail::KernelState> find(const std::string& id, const KernelSpec& spec) {
+        std::lock_guard lock(mutex_);
+        if (const auto same_id = states_.find(id); same_id != states_.end())
+            for (const auto& [s, state] : same_id->second)
+                if (s == spec)
+                    if (auto live = state.lock()) return live;
+        return nullptr;
+    }
+    void add(const std::string& id, const KernelSpec& spec, const std::shared_ptr<detail::KernelState>& state) {
+        std::lock_guard lock(mutex_);
+        auto& same_id = states_[id];
+        std::erase_if(same_id, [](const auto& entry) { return entry.second.expired(); });
+        same_id.emplace_back(spec, state);
+    }
+
+private:
+    std::mutex mutex_;
+    // By readable id (name, pointer dtypes, constants); the whole spec compared within one.
+    std::unordered_map<std::string, std::vector<std::pair<KernelSpec, std::weak_ptr<detail::KernelState>>>> states_;
+};
+
+SharedStates& shared_states() {
+    static SharedStates states;
+    return states;
+}
+
+}  // namespace
+
+Kernel::Kernel(KernelSpec spec) {
+    validate(spec);
+    // $KJIT_KERNELS_DIR's files may change between two kernels: those are built afresh.
+    if (!detail::sources_embedded()) {
+        std::string body = detail::kernel_body(spec.name);
+        *this = Kernel(std::move(spec), std::move(body));
+        return;
+    }
+    const std::string id = detail::readable_id(spec);
+    if ((state_ = shared_states().find(id, spec))) return;
+    *this = Kernel(spec, detail::kernel_body(spec.name));
+    shared_states().add(id, spec, state_);
+}
 
 Kernel::Kernel(KernelSpec spec, std::string body_source) : state_(std::make_shared<detail::KernelState>()) {
     validate(spec);

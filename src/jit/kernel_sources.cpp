@@ -71,6 +71,8 @@ std::vector<std::string> include_targets(std::string_view source) {
 
 }  // namespace
 
+bool sources_embedded() { return !kernels_dir_override(); }
+
 std::string kernel_body(const std::string& name) {
     if (auto body = read_kernel_file(name + ".cu")) return *std::move(body);
     const auto dir = kernels_dir_override();

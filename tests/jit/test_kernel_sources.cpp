@@ -40,3 +40,22 @@ TEST_CASE("KJIT_KERNELS_DIR overrides the embedded sources") {
     CHECK(edited.headers()[0].content == "// edited header\n");
     CHECK(test::axpby().kernel_source() != edited.kernel_source());  // embedded again once unset
 }
+
+TEST_CASE(
+    "kernels of one spec share their state on the embedded sources, and from KJIT_KERNELS_DIR each is built afresh") {
+    const Kernel a = test::axpby(Scalar::f32, 4), b = test::axpby(Scalar::f32, 4), other = test::axpby(Scalar::f32, 2);
+    CHECK(&a.source() == &b.source());  // built once: one entry point generated, one source hashed
+    CHECK(&a.source() != &other.source());
+    CHECK(a.source_hash() != other.source_hash());
+    // A kernel file edited between two kernels shows in the second.
+    test::TempDir dir;
+    std::ofstream(dir.path() / "axpby.cu") << "// first\n";
+    ::setenv("KJIT_KERNELS_DIR", dir.path().c_str(), 1);
+    const Kernel first = test::axpby(Scalar::f32, 4);
+    std::ofstream(dir.path() / "axpby.cu") << "// second\n";
+    const Kernel second = test::axpby(Scalar::f32, 4);
+    ::unsetenv("KJIT_KERNELS_DIR");
+    CHECK(first.kernel_source() == "// first\n");
+    CHECK(second.kernel_source() == "// second\n");
+    CHECK(&test::axpby(Scalar::f32, 4).source() == &a.source());  // embedded again, and shared
+}
