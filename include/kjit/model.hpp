@@ -180,8 +180,8 @@ struct WeightsReport {
 
 /// Whether the tensors of a safetensors file fit `plan`, without a device: every parameter slot
 /// present (or folded, as LoadedModel::load_weights folds it) as F32 of its shape. Throws
-/// UsageError listing every missing key and mismatch; keys no slot takes are returned in `extra`
-/// (load_weights warns about them).
+/// UsageError listing every missing key, mismatch and fold that fails (a BatchNorm variance
+/// below -eps); keys no slot takes are returned in `extra` (load_weights warns about them).
 WeightsReport check_weights(const ModelPlan& plan, const std::map<std::string, SafeTensor>& tensors);
 
 /// Where LoadedModel::load spent its time, wall milliseconds.

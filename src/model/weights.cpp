@@ -29,15 +29,16 @@ struct ResolvedWeights {
 enum class Resolve { check, values };
 
 /// Every slot of `plan` from `tensors` by dotted key, or folded from other tensors where the op
-/// folds them (RuntimeOp::param_fold) and the file holds those instead. Missing keys and dtype or
-/// shape mismatches throw one UsageError listing all of them. A check copies and folds nothing.
-/// Needs no device.
+/// folds them (RuntimeOp::param_fold) and the file holds those instead. Missing keys, dtype or
+/// shape mismatches and sources no fold takes throw one UsageError listing all of them. A check
+/// copies no weights, but it folds (the sources are small). Needs no device.
 ResolvedWeights resolve_weights(const ModelPlan& plan, const std::map<std::string, SafeTensor>& tensors, Resolve what) {
     ResolvedWeights resolved;
     WeightsReport& report = resolved.report;
     std::set<std::string> used;
-    std::vector<std::string> missing, mismatched;
-    auto floats_of = [&](const std::string& key, const Shape& shape) -> std::optional<std::vector<float>> {
+    std::vector<std::string> missing, mismatched, unfoldable;
+    // The tensor's values: copied where `copy`, else only checked (a check copies no weights).
+    auto floats_of = [&](const std::string& key, const Shape& shape, bool copy) -> std::optional<std::vector<float>> {
         const SafeTensor& t = tensors.at(key);
         if (t.dtype != "F32" || t.shape != shape) {
             mismatched.push_back(fmt::format("{}: the file has {} [{}], the model needs F32 [{}]", key, t.dtype,
@@ -46,7 +47,7 @@ ResolvedWeights resolve_weights(const ModelPlan& plan, const std::map<std::strin
         }
         used.insert(key);
         std::vector<float> v;
-        if (what == Resolve::values) {
+        if (copy) {
             v.resize(element_count(shape));
             std::memcpy(v.data(), t.data.data(), v.size() * sizeof(float));
         }
@@ -68,19 +69,28 @@ ResolvedWeights resolve_weights(const ModelPlan& plan, const std::map<std::strin
             if (folding && std::ranges::find(fold->targets, p) != fold->targets.end()) continue;
             const auto& [key, shape] = node.params[p];
             if (!tensors.contains(key)) missing.push_back(key);
-            else if (auto v = floats_of(key, shape)) resolved.slots.push_back({n, p, *std::move(v)});
+            else if (auto v = floats_of(key, shape, what == Resolve::values))
+                resolved.slots.push_back({n, p, *std::move(v)});
         }
         if (!folding) continue;
         std::vector<std::vector<float>> values;
+        // A fold's sources (a BatchNorm's four vectors: small) are folded in a check too, so what
+        // they hold that no fold takes (a negative variance) is found without a device.
         for (const auto& k : sources)
-            if (auto v = floats_of(k, fold->source_shape)) values.push_back(*std::move(v));
+            if (auto v = floats_of(k, fold->source_shape, true)) values.push_back(*std::move(v));
         if (values.size() != sources.size()) continue;  // mismatched: reported below
+        std::vector<std::vector<float>> folded;
+        try {
+            folded = fold->fold(values);
+        } catch (const UsageError& e) {
+            unfoldable.push_back(fmt::format("node '{}' ({}): {}", node.name, fmt::join(sources, ", "), e.what()));
+            continue;
+        }
         ++report.folded;
-        if (what == Resolve::check) {  // its slots count as filled; the fold itself waits for the load
+        if (what == Resolve::check) {  // its slots count as filled
             report.loaded += fold->targets.size();
             continue;
         }
-        auto folded = fold->fold(values);
         if (folded.size() != fold->targets.size())
             throw UsageError(fmt::format("node '{}': its op folded {} slots for {} targets", node.name, folded.size(),
                                          fold->targets.size()));
@@ -92,11 +102,13 @@ ResolvedWeights resolve_weights(const ModelPlan& plan, const std::map<std::strin
             resolved.slots.push_back({n, slot, std::move(folded[i])});
         }
     }
-    if (!missing.empty() || !mismatched.empty()) {
+    if (!missing.empty() || !mismatched.empty() || !unfoldable.empty()) {
         std::string problems;
         if (!missing.empty()) problems += fmt::format("missing: {}", fmt::join(missing, ", "));
         if (!mismatched.empty())
             problems += fmt::format("{}mismatched: {}", problems.empty() ? "" : "; ", fmt::join(mismatched, "; "));
+        if (!unfoldable.empty())
+            problems += fmt::format("{}not foldable: {}", problems.empty() ? "" : "; ", fmt::join(unfoldable, "; "));
         throw UsageError(fmt::format("the weights do not fit the model ({}); nothing was loaded", problems));
     }
     report.loaded += resolved.slots.size();

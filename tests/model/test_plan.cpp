@@ -219,6 +219,18 @@ TEST_CASE("weights are checked against a plan without a device: every missing ke
     report = check_weights(plan, folding);
     CHECK(report.folded == 1);
     CHECK(report.loaded == slots);
+    // What no fold takes is found by the check, with the node and its tensors named.
+    std::vector<float> negative(16, 0.25f);
+    negative[3] = -1.0f;
+    auto unfoldable = folding;
+    unfoldable["stem.bn.running_var"] = {"F32", {16}, std::as_bytes(std::span(negative))};
+    unfoldable.erase("a.weight");
+    CHECK_THROWS_WITH_AS(
+        (void)check_weights(plan, unfoldable),
+        doctest::Contains("missing: a.weight; not foldable: node 'stem' (stem.bn.weight, stem.bn.bias, "
+                          "stem.bn.running_mean, stem.bn.running_var): BatchNorm channel 3: var + "
+                          "eps = -0.999 must be positive"),
+        UsageError);
 
     auto bad = tensors;
     bad.erase("a.weight");
