@@ -91,10 +91,14 @@ void Cache::Impl::open() {
     db->exec("PRAGMA synchronous=NORMAL");
     if (kernels_without_rowid(*db)) {  // once per database: its lookups read whole rows until rebuilt
         Transaction t(*db);
-        db->exec(detail::schema::rowid_kernels_sql());
-        t.commit();
-        detail::log(LogLevel::info,
-                    fmt::format("kernel cache {}: kernels table rebuilt with rowids (faster lookups)", path.string()));
+        // Asked again under the write lock: another process may have rebuilt it while this one waited.
+        if (kernels_without_rowid(*db)) {
+            db->exec(detail::schema::rowid_kernels_sql());
+            t.commit();
+            detail::log(
+                LogLevel::info,
+                fmt::format("kernel cache {}: kernels table rebuilt with rowids (faster lookups)", path.string()));
+        }
     }
     if (version == 0 || !db->has_table("tuned_winners") || !db->has_table("claims")) {  // new, or from before a table
         Transaction t(*db);

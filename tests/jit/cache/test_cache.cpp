@@ -1,6 +1,7 @@
 // The SQLite cache: round trip, cubin-only reads, WAL, the location rule.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <random>
@@ -123,26 +124,29 @@ std::string kernels_table_sql(const fs::path& file) {
 
 }  // namespace
 
+/// The kernels table of the cache in `dir` made WITHOUT ROWID, as kjits before 2026-12-05 made it.
+void make_old_kernels_table(const fs::path& file) {
+    std::string columns;
+    for (const auto& c : detail::schema::kernel_columns)
+        columns += fmt::format("{}{} {}", columns.empty() ? "" : ", ", c.name, c.type);
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
+    const std::string sql = fmt::format(
+        "BEGIN; CREATE TABLE old ({}) WITHOUT ROWID; INSERT INTO old SELECT * FROM kernels; DROP TABLE kernels; "
+        "ALTER TABLE old RENAME TO kernels; CREATE INDEX kernels_by_name ON kernels (kernel_name, arch); COMMIT;",
+        columns);
+    REQUIRE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+    REQUIRE(kernels_table_sql(file).find("WITHOUT ROWID") != std::string::npos);
+}
+
 TEST_CASE("a kernels table made WITHOUT ROWID by an older kjit is rebuilt with rowids, every entry kept") {
     test::TempDir dir;
     const fs::path file = dir.path() / Cache::file_name;
     const CacheEntry e = sample_entry();
     { Cache(dir.path()).store(e); }
     CHECK(kernels_table_sql(file).find("WITHOUT ROWID") == std::string::npos);
-    {  // as kjits before 2026-12-05 made it
-        std::string columns;
-        for (const auto& c : detail::schema::kernel_columns)
-            columns += fmt::format("{}{} {}", columns.empty() ? "" : ", ", c.name, c.type);
-        sqlite3* db = nullptr;
-        REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
-        const std::string sql = fmt::format(
-            "BEGIN; CREATE TABLE old ({}) WITHOUT ROWID; INSERT INTO old SELECT * FROM kernels; DROP TABLE kernels; "
-            "ALTER TABLE old RENAME TO kernels; CREATE INDEX kernels_by_name ON kernels (kernel_name, arch); COMMIT;",
-            columns);
-        REQUIRE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
-        sqlite3_close(db);
-    }
-    REQUIRE(kernels_table_sql(file).find("WITHOUT ROWID") != std::string::npos);
+    make_old_kernels_table(file);
     Cache reopened(dir.path());
     CHECK(kernels_table_sql(file).find("WITHOUT ROWID") == std::string::npos);
     const auto got = reopened.find(e.key);
@@ -155,6 +159,43 @@ TEST_CASE("a kernels table made WITHOUT ROWID by an older kjit is rebuilt with r
     const CacheKey keys[] = {e.key, other.key};
     CHECK(reopened.count_stored(keys) == 2);
     CHECK(reopened.find(other.key).has_value());
+}
+
+TEST_CASE("an old kernels table another process rebuilds while this one waits for the lock is not rebuilt again") {
+    test::TempDir dir;
+    const fs::path file = dir.path() / Cache::file_name;
+    const CacheEntry e = sample_entry();
+    { Cache(dir.path()).store(e); }
+    make_old_kernels_table(file);
+    // The other process: the write lock taken, the table rebuilt, not yet committed.
+    sqlite3* other = nullptr;
+    REQUIRE(sqlite3_open(file.c_str(), &other) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(other, detail::schema::rowid_kernels_sql().c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+    std::atomic<int> rebuilt{0};
+    set_log_level(LogLevel::info);
+    set_log_sink([&](LogLevel, std::string_view m) { rebuilt += m.find("rebuilt with rowids") != m.npos; });
+    // This process opens the cache meanwhile: it sees the old table and waits for the lock.
+    std::string failed;
+    std::thread opening([&] {
+        try {
+            Cache reopened(dir.path());
+        } catch (const std::exception& x) {
+            failed = x.what();
+        }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    REQUIRE(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK);
+    opening.join();
+    sqlite3_close(other);
+    set_log_sink({});
+    set_log_level(LogLevel::warning);
+    CHECK(failed.empty());
+    CHECK(rebuilt == 0);
+    CHECK(kernels_table_sql(file).find("WITHOUT ROWID") == std::string::npos);
+    const auto got = Cache(dir.path()).find(e.key);
+    REQUIRE(got.has_value());
+    CHECK(got->compiled.cubin == e.compiled.cubin);
 }
 
 TEST_CASE("default location: KJIT_CACHE_DIR, then the repository's cache/, then XDG, then ~/.cache") {
