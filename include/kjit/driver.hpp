@@ -114,6 +114,8 @@ public:
     }
     /// Sets every byte to `value` (synchronous).
     void fill(std::uint8_t value);
+    /// Enqueues setting every byte to `value` on `stream`; it is done once the stream is.
+    void fill_async(const Stream& stream, std::uint8_t value);
 
 private:
     Device device_;

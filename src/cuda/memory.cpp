@@ -52,6 +52,11 @@ void DeviceBuffer::fill(std::uint8_t value) {
     KJIT_CU(cuStreamSynchronize, nullptr);
 }
 
+void DeviceBuffer::fill_async(const Stream& stream, std::uint8_t value) {
+    device_.make_current();
+    KJIT_CU(cuMemsetD8Async, static_cast<CUdeviceptr>(address()), value, bytes_, stream.handle());
+}
+
 void copy_2d_async(const Stream& stream, std::uint64_t dst, std::size_t dst_pitch, std::uint64_t src,
                    std::size_t src_pitch, std::size_t row_bytes, std::size_t rows) {
     CUDA_MEMCPY2D copy{};

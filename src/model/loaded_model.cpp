@@ -66,6 +66,8 @@ LoadedModel LoadedModel::load(ModelPlan planned, const Device& device, Runtime& 
     impl->padded.resize(values);
     impl->input_pointers.assign(values, nullptr);
 
+    // Parameters without initial values are zeroed on one stream, waited for once at the end.
+    const Stream setup(device);
     for (const auto& node : plan.nodes()) {
         auto& slots = impl->params.emplace_back();
         for (std::size_t p = 0; p < node.params.size(); ++p) {
@@ -77,7 +79,7 @@ LoadedModel LoadedModel::load(ModelPlan planned, const Device& device, Runtime& 
                                                  init->size(), element_count(node.params[p].shape)));
                 buffer.upload(std::span<const std::byte>(*init));
             } else {
-                buffer.fill(0);
+                buffer.fill_async(setup, 0);
             }
         }
         const Shape& shape = plan.values()[node.output].shape;
@@ -91,6 +93,7 @@ LoadedModel LoadedModel::load(ModelPlan planned, const Device& device, Runtime& 
         if (stride > row)
             impl->padded[node.output].emplace(device, element_count(shape) / row * stride * sizeof(float));
     }
+    setup.synchronize();
     lap(times.buffers_ms);
     // The plan's kernels, each fetched from the cache (its cubin alone) or compiled, and loaded as a
     // module, all in parallel.

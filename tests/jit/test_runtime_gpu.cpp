@@ -3,6 +3,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -377,6 +378,24 @@ TEST_CASE("events time work on a stream") {
     stop.record(stream);
     stop.synchronize();
     CHECK(Event::elapsed_ms(start, stop) > 0.0f);
+}
+
+TEST_CASE("fill_async and copy_2d_async run in stream order: a copy after a fill reads the filled bytes") {
+    const auto device = Device::get(0);
+    const Stream stream(device);
+    const std::size_t bytes = (1 << 20) + 3;  // ragged: not a multiple of any word
+    DeviceBuffer src(device, bytes), dst(device, bytes + 64);
+    const auto before = random_values<std::int32_t>(bytes / 4 + 1);
+    src.upload(std::as_bytes(std::span(before)).first(bytes));
+    dst.fill(0x5A);
+    src.fill_async(stream, 0xAB);
+    copy_2d_async(stream, dst.address() + 32, bytes, src.address(), bytes, bytes, 1);
+    stream.synchronize();
+    std::vector<std::uint8_t> out(bytes + 64);
+    dst.download(std::span(out));
+    CHECK(std::ranges::count(std::span(out).subspan(32, bytes), 0xAB) == static_cast<std::ptrdiff_t>(bytes));
+    CHECK(std::ranges::count(std::span(out).first(32), 0x5A) == 32);  // nothing outside was written
+    CHECK(std::ranges::count(std::span(out).last(32), 0x5A) == 32);
 }
 
 int main(int argc, char** argv) {
