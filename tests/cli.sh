@@ -243,6 +243,10 @@ check)  # kjit check --compile-only: every configuration compiled and inspected;
   done
   expect 2 "$kjit" check add --kernel-size 3 3 --cache-dir "$dir/c"
   contains "add takes no --kernel-size, --stride, --pad or --groups"
+  expect 2 "$kjit" check maxpool2d --batch 1 --cin 2 --cout 4 --hw 5 5 --kernel-size 3 3 --cache-dir "$dir/c"
+  contains "maxpool2d takes no --cout: its output has its input's channels"
+  "$kjit" check --help > "$dir/help"
+  grep -q "The layer options each op takes" "$dir/help" || fail "kjit check --help lacks each op's layer options"
   ;;
 check-gpu)  # kjit check on the GPU: every configuration against the reference; kernels made wrong on purpose are caught
   if [[ ! -e /dev/nvidia0 ]]; then echo "no GPU here: kjit check's GPU half is checked on one (scripts/gpu-check)"; exit 77; fi

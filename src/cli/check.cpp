@@ -444,7 +444,15 @@ void add_check(CLI::App& app, int& exit_code) {
   KJIT_KERNELS_DIR=mine kjit check conv2d_bn_silu --changed      only the recompiled ones, every conv kernel
   kjit check conv2d_bn_silu --batch 8 --cin 96 --cout 96 --hw 56 56 --kernel-size 3 3 --pad 1 --groups 96
                                                     one layer of yours, every configuration
-  kjit check conv2d_bn_silu --compile-only --arch sm_90a --arch sm_80      a build box without a GPU)");
+  kjit check conv2d_bn_silu --compile-only --arch sm_90a --arch sm_80      a build box without a GPU
+
+The layer options each op takes (others are refused, not ignored):
+  conv2d_bn_silu and its families   --batch --cin --cout --hw, --kernel-size --stride --pad --groups
+  maxpool2d                         --batch --cin --hw, a square --kernel-size K K, --stride, --pad
+  maxpool2d_chain                   --batch --cin --hw, an odd square --kernel-size K K (stride 1, pad K/2)
+  concat_channels                   --batch --cin --hw, --cout (the second input's channels)
+  add, upsample_nearest2d           --batch --cin --hw
+A pool's --kernel-size given without a layer runs on the built-in shapes.)");
     sub->callback([&exit_code] {
         const std::vector<std::string> families = families_of(o.op);
         exit_code = o.compile_only ? check_compiles(o, families) : check_on_gpu(o, families);

@@ -106,8 +106,11 @@ namespace {
 
 /// Refuses the layer options `family` would not use, rather than ignoring them: the pools take a
 /// square --kernel-size (maxpool2d also --stride and --pad; the chain keeps the size, so stride 1
-/// and padding kernel / 2 are implied), the others none, and no family takes --groups.
+/// and padding kernel / 2 are implied), the others none, no family takes --groups, and only a
+/// concat takes --cout (its second input's channels).
 void check_elementwise_options(std::string_view family, const LayerOptions& given) {
+    if (given.cout && family != "concat_channels")
+        throw UsageError(fmt::format("{} takes no --cout: its output has its input's channels", family));
     const int k = given.kernel_size.at(0);
     const bool square = given.kernel_size.size() == 2 && given.kernel_size[1] == k;
     if (family == "maxpool2d") {
@@ -119,7 +122,7 @@ void check_elementwise_options(std::string_view family, const LayerOptions& give
             throw UsageError(
                 "maxpool2d_chain takes an odd square window (--kernel-size K K) and no --stride, --pad or --groups: "
                 "its pools keep the image's size (stride 1, padding K / 2)");
-    } else if (given.kernel_size != std::vector<int>{1, 1} || given.stride != 1 || given.pad || given.groups != 1) {
+    } else if (given.window_given() || given.groups != 1) {
         throw UsageError(fmt::format("{} takes no --kernel-size, --stride, --pad or --groups", family));
     }
 }
@@ -129,8 +132,6 @@ void check_elementwise_options(std::string_view family, const LayerOptions& give
 std::vector<ElementwiseCase> elementwise_check_cases(std::string_view family, const LayerOptions& given) {
     using Inputs = std::span<const std::vector<float>>;
     check_elementwise_options(family, given);
-    // A pool's window given alone runs on the built-in shapes.
-    const bool window_given = given.kernel_size != std::vector<int>{1, 1} || given.stride != 1 || given.pad != 0;
     const auto nchw = [](int b, int c, int h, int w) {
         return Shape{std::size_t(b), std::size_t(c), std::size_t(h), std::size_t(w)};
     };
@@ -161,8 +162,9 @@ std::vector<ElementwiseCase> elementwise_check_cases(std::string_view family, co
                              std::make_shared<ConcatChannelsOp>(parts.size()), parts,
                              [parts](Inputs in) { return concat_channels_reference(in, parts); }, 0});
         } else if (family == "maxpool2d") {
+            // A window given alone runs on the built-in shapes.
             std::vector<std::array<int, 3>> windows{{5, 1, 2}, {2, 2, 0}, {3, 2, 1}};
-            if (given.given() || window_given) windows = {{given.kernel_size[0], given.stride, given.pad}};
+            if (given.given() || given.window_given()) windows = {{given.kernel_size[0], given.stride, given.pad}};
             for (const auto [k, stride, pad] : windows) {
                 const auto padded = [&](std::size_t side) { return side + 2 * std::size_t(pad); };
                 if (!given.given() && (padded(s[2]) < std::size_t(k) || padded(s[3]) < std::size_t(k)))
@@ -177,7 +179,7 @@ std::vector<ElementwiseCase> elementwise_check_cases(std::string_view family, co
         } else if (family == "maxpool2d_chain") {
             // SPPF's 5x5 and a 3x3, each repeated up to the kernel's limit; --kernel-size picks the window.
             std::vector<int> windows{5, 3};
-            if (given.given() || window_given) windows = {given.kernel_size[0]};
+            if (given.given() || given.window_given()) windows = {given.kernel_size[0]};
             for (const int k : windows)
                 for (int repeats = 2; repeats <= MaxPool2dChainOp::max_repeats; ++repeats)
                     cases.push_back(

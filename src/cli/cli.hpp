@@ -80,6 +80,10 @@ struct LayerOptions {
     std::vector<int> hw, kernel_size{1, 1};
     /// Whether any of the layer's sizes was given (then all of them must be).
     [[nodiscard]] bool given() const noexcept { return !hw.empty() || cin || cout; }
+    /// Whether a window other than the 1x1, stride-1, unpadded default was given.
+    [[nodiscard]] bool window_given() const noexcept {
+        return kernel_size != std::vector<int>{1, 1} || stride != 1 || pad != 0;
+    }
 };
 void add_layer_options(CLI::App& sub, LayerOptions& o);
 /// The layer the options give, validated; UsageError naming what is missing or wrong.

@@ -142,26 +142,11 @@ SharedStates& shared_states() {
     return states;
 }
 
-}  // namespace
-
-Kernel::Kernel(KernelSpec spec) {
-    validate(spec);
-    // $KJIT_KERNELS_DIR's files may change between two kernels: those are built afresh.
-    if (!detail::sources_embedded()) {
-        std::string body = detail::kernel_body(spec.name);
-        *this = Kernel(std::move(spec), std::move(body));
-        return;
-    }
-    const std::string id = detail::readable_id(spec);
-    if ((state_ = shared_states().find(id, spec))) return;
-    *this = Kernel(spec, detail::kernel_body(spec.name));
-    shared_states().add(id, spec, state_);
-}
-
-Kernel::Kernel(KernelSpec spec, std::string body_source) : state_(std::make_shared<detail::KernelState>()) {
-    validate(spec);
-    auto& s = *state_;
-    s.id = detail::readable_id(spec);
+/// A validated spec's state: its entry point generated, its source and headers hashed.
+std::shared_ptr<detail::KernelState> make_state(KernelSpec spec, std::string body_source, std::string id) {
+    auto state = std::make_shared<detail::KernelState>();
+    auto& s = *state;
+    s.id = std::move(id);
     s.entry_point_source = detail::entry_point_text(spec);
     s.entry_point_name = spec.name + "_entry_point";
     s.kernel_source = std::move(body_source);
@@ -174,6 +159,29 @@ Kernel::Kernel(KernelSpec spec, std::string body_source) : state_(std::make_shar
     s.max_threads_per_block = spec.max_threads_per_block;
     s.only_for = spec.only_for;
     s.waits_in_body = spec.waits_in_body;
+    return state;
+}
+
+}  // namespace
+
+Kernel::Kernel(KernelSpec spec) {
+    validate(spec);
+    std::string id = detail::readable_id(spec);
+    // $KJIT_KERNELS_DIR's files may change between two kernels: those are built afresh.
+    if (!detail::sources_embedded()) {
+        std::string body = detail::kernel_body(spec.name);
+        state_ = make_state(std::move(spec), std::move(body), std::move(id));
+        return;
+    }
+    if ((state_ = shared_states().find(id, spec))) return;
+    state_ = make_state(spec, detail::kernel_body(spec.name), id);
+    shared_states().add(id, spec, state_);
+}
+
+Kernel::Kernel(KernelSpec spec, std::string body_source) {
+    validate(spec);
+    std::string id = detail::readable_id(spec);
+    state_ = make_state(std::move(spec), std::move(body_source), std::move(id));
 }
 
 const std::string& Kernel::name() const noexcept { return state_->name; }
