@@ -102,15 +102,13 @@ ResolvedWeights resolve_weights(const ModelPlan& plan, const std::map<std::strin
             resolved.slots.push_back({n, slot, std::move(folded[i])});
         }
     }
-    if (!missing.empty() || !mismatched.empty() || !unfoldable.empty()) {
-        std::string problems;
-        if (!missing.empty()) problems += fmt::format("missing: {}", fmt::join(missing, ", "));
-        if (!mismatched.empty())
-            problems += fmt::format("{}mismatched: {}", problems.empty() ? "" : "; ", fmt::join(mismatched, "; "));
-        if (!unfoldable.empty())
-            problems += fmt::format("{}not foldable: {}", problems.empty() ? "" : "; ", fmt::join(unfoldable, "; "));
-        throw UsageError(fmt::format("the weights do not fit the model ({}); nothing was loaded", problems));
-    }
+    std::vector<std::string> problems;
+    if (!missing.empty()) problems.push_back(fmt::format("missing: {}", fmt::join(missing, ", ")));
+    if (!mismatched.empty()) problems.push_back(fmt::format("mismatched: {}", fmt::join(mismatched, "; ")));
+    if (!unfoldable.empty()) problems.push_back(fmt::format("not foldable: {}", fmt::join(unfoldable, "; ")));
+    if (!problems.empty())
+        throw UsageError(
+            fmt::format("the weights do not fit the model ({}); nothing was loaded", fmt::join(problems, "; ")));
     report.loaded += resolved.slots.size();
     if (what == Resolve::values)
         for (auto& [node, slot, values] : resolved.slots) plan.nodes()[node].op->prepare_param(slot, values);
