@@ -122,9 +122,7 @@ std::string kernels_table_sql(const fs::path& file) {
     return sql;
 }
 
-}  // namespace
-
-/// The kernels table of the cache in `dir` made WITHOUT ROWID, as kjits before 2026-12-05 made it.
+/// The kernels table of the cache file `file` made WITHOUT ROWID, as kjits before 2026-12-05 made it.
 void make_old_kernels_table(const fs::path& file) {
     std::string columns;
     for (const auto& c : detail::schema::kernel_columns)
@@ -139,6 +137,8 @@ void make_old_kernels_table(const fs::path& file) {
     sqlite3_close(db);
     REQUIRE(kernels_table_sql(file).find("WITHOUT ROWID") != std::string::npos);
 }
+
+}  // namespace
 
 TEST_CASE("a kernels table made WITHOUT ROWID by an older kjit is rebuilt with rowids, every entry kept") {
     test::TempDir dir;
