@@ -88,24 +88,31 @@ private:
     detail::UniqueHandle<CUstream_st*, detail::destroy_stream> owned_;
 };
 
-/// Device memory.
-class DeviceBuffer {
+/// Device memory someone else owns — a DeviceBuffer, or a slice of one (a model's parameters
+/// share one allocation) — with range-checked copies. It must not outlive that memory.
+class DeviceSpan {
 public:
-    DeviceBuffer(const Device& device, std::size_t bytes);
+    DeviceSpan(const Device& device, std::uint64_t address, std::size_t bytes) noexcept
+        : device_(device), address_(address), bytes_(bytes) {}
 
     /// The device address as a typed pointer, for kernel arguments.
     template <class T>
     [[nodiscard]] T* as() const noexcept {
         return reinterpret_cast<T*>(static_cast<std::uintptr_t>(address()));
     }
-    [[nodiscard]] std::uint64_t address() const noexcept { return memory_.get(); }
+    [[nodiscard]] std::uint64_t address() const noexcept { return address_; }
     [[nodiscard]] std::size_t size_bytes() const noexcept { return bytes_; }
+    [[nodiscard]] const Device& device() const noexcept { return device_; }
+    /// `bytes` from `offset`; throws UsageError where they do not fit.
+    [[nodiscard]] DeviceSpan subspan(std::size_t offset, std::size_t bytes) const;
 
-    /// Synchronous copies; the byte ranges are checked against the buffer's size.
-    void upload(std::span<const std::byte> host, std::size_t offset = 0);
+    /// Synchronous copies; the byte ranges are checked against the span's size. A download does
+    /// not wait for kjit's streams (they do not synchronise with the legacy stream): synchronise
+    /// the stream that wrote the memory first.
+    void upload(std::span<const std::byte> host, std::size_t offset = 0) const;
     void download(std::span<std::byte> host, std::size_t offset = 0) const;
     template <class T>
-    void upload(std::span<const T> host, std::size_t offset = 0) {
+    void upload(std::span<const T> host, std::size_t offset = 0) const {
         upload(std::as_bytes(host), offset);
     }
     template <class T>
@@ -113,14 +120,28 @@ public:
         download(std::as_writable_bytes(host), offset);
     }
     /// Sets every byte to `value` (synchronous).
-    void fill(std::uint8_t value);
+    void fill(std::uint8_t value) const;
     /// Enqueues setting every byte to `value` on `stream`; it is done once the stream is.
-    void fill_async(const Stream& stream, std::uint8_t value);
+    void fill_async(const Stream& stream, std::uint8_t value) const;
+
+protected:
+    Device device_;
+    std::uint64_t address_ = 0;
+    std::size_t bytes_ = 0;
+};
+
+/// Device memory, owned: freed with the buffer. A moved-from buffer is empty (address 0).
+class DeviceBuffer : public DeviceSpan {
+public:
+    DeviceBuffer(const Device& device, std::size_t bytes);
+    DeviceBuffer(DeviceBuffer&& other) noexcept;
+    DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    ~DeviceBuffer() = default;
 
 private:
-    Device device_;
     detail::UniqueHandle<std::uint64_t, detail::free_memory> memory_;
-    std::size_t bytes_ = 0;
 };
 
 /// A timing event.

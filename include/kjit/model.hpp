@@ -189,6 +189,9 @@ struct LoadTimes {
     double plan_ms = 0;     ///< the graph planned (unless given planned), tuned winners looked up
     double buffers_ms = 0;  ///< parameters and activations allocated and initialised
     double kernels_ms = 0;  ///< every kernel's cubin read from the cache (or compiled) and loaded, in parallel
+    /// Within kernels_ms, summed over the threads (RuntimeStats): reading the cubins (or compiling
+    /// them), and the driver loading them.
+    double kernel_fetch_thread_ms = 0, module_load_thread_ms = 0;
 };
 
 class LoadedModel {
@@ -233,6 +236,10 @@ public:
     [[nodiscard]] std::vector<Tensor> outputs() const;
     /// Output `i` copied to the host (waits for `stream`).
     [[nodiscard]] std::vector<float> read_output(std::size_t i, const Stream& stream) const;
+    /// The same into `host`, which holds exactly the output's values: a caller reading every
+    /// forward's outputs reuses its buffer (a new one's pages are faulted in as the copy writes
+    /// them, which for megabytes costs more than the copy).
+    void read_output(std::size_t i, const Stream& stream, std::span<float> host) const;
 
     /// Median milliseconds of each node over `iterations` forwards (events around each node).
     [[nodiscard]] std::vector<double> node_times_ms(std::span<void* const> inputs, const Stream& stream,
@@ -240,8 +247,9 @@ public:
 
     [[nodiscard]] const ModelPlan& plan() const noexcept;
     [[nodiscard]] const LoadTimes& load_times() const noexcept;
-    /// A parameter's device buffer by dotted key; throws UsageError for an unknown key.
-    [[nodiscard]] DeviceBuffer& parameter(std::string_view key);
+    /// A parameter's device memory by dotted key (all parameters share one allocation, the
+    /// model's); throws UsageError for an unknown key.
+    [[nodiscard]] DeviceSpan parameter(std::string_view key) const;
 
 private:
     struct Impl;

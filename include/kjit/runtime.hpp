@@ -64,6 +64,9 @@ struct RuntimeStats {
     std::uint64_t remote_hits = 0;  ///< served by the remote tier (and stored into SQLite)
     std::uint64_t compiles = 0;     ///< NVRTC runs
     std::uint64_t loads = 0;        ///< modules loaded onto a device
+    /// Of those loads, wall time summed over the threads that did them: getting each binary (from
+    /// SQLite, the remote tier or NVRTC), and the driver loading it (module and function).
+    double fetch_ms = 0, module_load_ms = 0;
 };
 
 /// Compiles, caches and loads kernels. One per process is usual (global()); tests and tools

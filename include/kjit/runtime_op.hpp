@@ -111,7 +111,8 @@ public:
     [[nodiscard]] virtual std::optional<ParamFold> param_fold(std::span<const Shape> param_shapes) const;
     /// Rewrites slot `index`'s values on their way to the device in LoadedModel::load_weights
     /// (after any fold; param_init_data is the op's own and passes as given), e.g. rounded to the
-    /// precision its kernel reads them in. Default: unchanged.
+    /// precision its kernel reads them in. Called for several slots at once from several
+    /// threads. Default: unchanged.
     virtual void prepare_param(std::size_t index, std::span<float> values) const;
     /// Elements of one output row. Default: the last dimension.
     [[nodiscard]] virtual std::size_t forward_output_row_elems(ShapeView output_shape) const;

@@ -1,4 +1,6 @@
 // Device memory: allocations with range-checked synchronous copies, and pitched async copies.
+#include <utility>
+
 #include <fmt/format.h>
 #include <kjit/driver.hpp>
 #include <kjit/error.hpp>
@@ -19,17 +21,36 @@ std::size_t nonzero(std::size_t bytes) {
 
 void check_range(std::size_t offset, std::size_t size, std::size_t capacity) {
     if (offset > capacity || size > capacity - offset)
-        throw UsageError(fmt::format("copy of {} bytes at offset {} does not fit a device buffer of {} bytes", size,
-                                     offset, capacity));
+        throw UsageError(
+            fmt::format("{} bytes at offset {} do not fit device memory of {} bytes", size, offset, capacity));
 }
 }  // namespace
 
 DeviceBuffer::DeviceBuffer(const Device& device, std::size_t bytes)
-    : device_(device),
-      memory_(detail::create_handle<CUdeviceptr>(device, &detail::Driver::cuMemAlloc, "cuMemAlloc", nonzero(bytes))),
-      bytes_(bytes) {}
+    : DeviceSpan(device, 0, bytes),
+      memory_(detail::create_handle<CUdeviceptr>(device, &detail::Driver::cuMemAlloc, "cuMemAlloc", nonzero(bytes))) {
+    address_ = memory_.get();
+}
 
-void DeviceBuffer::upload(std::span<const std::byte> host, std::size_t offset) {
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : DeviceSpan(std::exchange(static_cast<DeviceSpan&>(other), DeviceSpan(other.device_, 0, 0))),
+      memory_(std::move(other.memory_)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+        memory_ = std::move(other.memory_);
+        static_cast<DeviceSpan&>(*this) = std::exchange(static_cast<DeviceSpan&>(other),
+                                                        DeviceSpan(other.device_, 0, 0));
+    }
+    return *this;
+}
+
+DeviceSpan DeviceSpan::subspan(std::size_t offset, std::size_t bytes) const {
+    check_range(offset, bytes, bytes_);
+    return {device_, address_ + offset, bytes};
+}
+
+void DeviceSpan::upload(std::span<const std::byte> host, std::size_t offset) const {
     check_range(offset, host.size(), bytes_);
     device_.make_current();
     KJIT_CU(cuMemcpyHtoD, static_cast<CUdeviceptr>(address() + offset), host.data(), host.size());
@@ -38,13 +59,13 @@ void DeviceBuffer::upload(std::span<const std::byte> host, std::size_t offset) {
     KJIT_CU(cuStreamSynchronize, nullptr);
 }
 
-void DeviceBuffer::download(std::span<std::byte> host, std::size_t offset) const {
+void DeviceSpan::download(std::span<std::byte> host, std::size_t offset) const {
     check_range(offset, host.size(), bytes_);
     device_.make_current();
     KJIT_CU(cuMemcpyDtoH, host.data(), static_cast<CUdeviceptr>(address() + offset), host.size());
 }
 
-void DeviceBuffer::fill(std::uint8_t value) {
+void DeviceSpan::fill(std::uint8_t value) const {
     device_.make_current();
     // cuMemsetD8 returns before device memory is set and orders nothing with kjit's non-blocking
     // streams: a kernel launched next could run first. Set on the legacy stream and wait for it.
@@ -52,7 +73,7 @@ void DeviceBuffer::fill(std::uint8_t value) {
     KJIT_CU(cuStreamSynchronize, nullptr);
 }
 
-void DeviceBuffer::fill_async(const Stream& stream, std::uint8_t value) {
+void DeviceSpan::fill_async(const Stream& stream, std::uint8_t value) const {
     device_.make_current();
     KJIT_CU(cuMemsetD8Async, static_cast<CUdeviceptr>(address()), value, bytes_, stream.handle());
 }

@@ -4,6 +4,7 @@
 // programmatic dependent launches.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -24,6 +25,7 @@
 #include "jit/kernel_state.hpp"
 #include "jit/launch_checks.hpp"
 #include "jit/log.hpp"
+#include "jit/parallel.hpp"
 #include "jit/single_flight.hpp"
 
 namespace kjit {
@@ -39,6 +41,18 @@ struct DeviceKeyHash {
 };
 
 std::atomic<std::uint64_t> next_runtime_id{1};
+
+/// Nanoseconds since it was made.
+class Stopwatch {
+public:
+    [[nodiscard]] std::uint64_t ns() const {
+        return static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
+    }
+
+private:
+    std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
 
 /// How long a compile claim stands when its owner neither stores nor dies (e.g. it hangs, or
 /// runs on another host sharing the database): far longer than any compile.
@@ -71,6 +85,7 @@ struct Runtime::Impl {
     detail::SingleFlight<CacheKey, std::shared_ptr<const CacheEntry>, detail::CacheKeyHash> compiled;
     detail::SingleFlight<DeviceKey, std::shared_ptr<const LoadedKernel>, DeviceKeyHash> loaded;
     std::atomic<std::uint64_t> memory_hits{0}, cache_hits{0}, remote_hits{0}, compiles{0}, loads{0};
+    std::atomic<std::uint64_t> fetch_ns{0}, module_load_ns{0};  // RuntimeStats::fetch_ms, module_load_ms
     std::atomic<bool> autotune{detail::env_flag("KJIT_AUTOTUNE", false)};
 
     /// Thrown through `compiled` where a caller that does not wait meets another process's
@@ -238,7 +253,10 @@ struct Runtime::Impl {
                                          kernel.id(), kernel.only_for()->name(), device.name(), device.arch().name()));
         const DeviceKey key{kernel.key(options), device.ordinal()};
         auto [loaded_kernel, shared] = loaded.get(key, [&] {
+            Stopwatch fetching;
             auto entry = for_loading(kernel, options, key.key);
+            fetch_ns += fetching.ns();
+            Stopwatch loading;
             std::optional<Module> module;
             auto try_load = [&]() -> std::optional<CudaError> {
                 try {
@@ -266,6 +284,7 @@ struct Runtime::Impl {
                 module.emplace(device, entry->compiled.cubin, entry->compiled.ptx);
             }
             auto* fn = module->function(kernel.entry_point_name());
+            module_load_ns += loading.ns();  // with any recompile for the device's own arch
             ++loads;
             return std::make_shared<const LoadedKernel>(*std::move(module), fn, std::move(entry), built_for);
         });
@@ -406,24 +425,7 @@ void for_each_distinct_in_parallel(std::span<const Kernel* const> kernels, Work&
     std::set<std::string_view> ids;
     for (const Kernel* k : kernels)
         if (ids.insert(k->id()).second) distinct.push_back(k);
-    std::atomic<std::size_t> next{0};
-    std::mutex failure_mutex;
-    std::exception_ptr failure;
-    std::vector<std::jthread> workers(
-        std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), static_cast<unsigned>(distinct.size()))));
-    for (auto& w : workers)
-        w = std::jthread([&] {
-            for (std::size_t i; (i = next++) < distinct.size();) {
-                try {
-                    work(*distinct[i]);
-                } catch (...) {
-                    std::lock_guard lock(failure_mutex);
-                    if (!failure) failure = std::current_exception();
-                }
-            }
-        });
-    workers.clear();  // joins
-    if (failure) std::rethrow_exception(failure);
+    detail::parallel_for(distinct.size(), [&](std::size_t i) { work(*distinct[i]); });
 }
 
 }  // namespace
@@ -464,8 +466,13 @@ void Runtime::launch_packed(const Kernel& kernel, const LoadedKernel& loaded, co
 }
 
 RuntimeStats Runtime::stats() const noexcept {
-    return {impl_->memory_hits.load(), impl_->cache_hits.load(), impl_->remote_hits.load(), impl_->compiles.load(),
-            impl_->loads.load()};
+    return {impl_->memory_hits.load(),
+            impl_->cache_hits.load(),
+            impl_->remote_hits.load(),
+            impl_->compiles.load(),
+            impl_->loads.load(),
+            impl_->fetch_ns.load() / 1e6,
+            impl_->module_load_ns.load() / 1e6};
 }
 
 Cache& Runtime::cache() noexcept { return impl_->cache; }

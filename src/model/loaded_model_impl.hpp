@@ -19,10 +19,12 @@ struct LoadedModel::Impl {
     Runtime* runtime;
     ModelPlan plan;
     LoadTimes times;
-    std::vector<std::vector<DeviceBuffer>> params;    // per node, per slot
-    std::vector<std::optional<DeviceBuffer>> tight;   // per value that has its own buffer; graph inputs have none
-    std::vector<std::optional<DeviceBuffer>> padded;  // per value: where the op pads its rows
-    std::vector<void*> input_pointers;                // per value, the current forward's
+    std::optional<DeviceBuffer> parameter_memory;   // every parameter slot, one allocation
+    std::optional<DeviceBuffer> activation_memory;  // every value with its own buffer, one allocation
+    std::vector<std::vector<DeviceSpan>> params;    // per node, per slot
+    std::vector<std::optional<DeviceSpan>> tight;   // per value that has its own buffer; graph inputs have none
+    std::vector<std::optional<DeviceSpan>> padded;  // per value: where the op pads its rows
+    std::vector<void*> input_pointers;              // per value, the current forward's
     std::optional<Graph> graph;
 
     /// Value `v` where it lives: its own buffer, or its channel slice of the one holding it (at

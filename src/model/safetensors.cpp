@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <variant>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <kjit/error.hpp>
 #include <kjit/safetensors.hpp>
 #include <nlohmann/json.hpp>
+
+#include "jit/file_bytes.hpp"
+#include "jit/mapped_memory.hpp"
 
 namespace kjit {
 namespace {
@@ -87,6 +91,34 @@ std::map<std::string, SafeTensor> parse_safetensors(std::span<const std::byte> f
             malformed(fmt::format("two tensors share the bytes {}..{}", ranges[i].first, ranges[i - 1].second));
     return tensors;
 }
+
+struct SafetensorsFile::Bytes {
+    std::variant<detail::MappedMemory, std::string> held;  // mapped, or read where it cannot be
+
+    std::span<const std::byte> span() const {
+        if (const auto* mapped = std::get_if<detail::MappedMemory>(&held)) return mapped->bytes();
+        return std::as_bytes(std::span(std::get<std::string>(held)));
+    }
+};
+
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& file) {
+    if (auto mapped = detail::MappedMemory::file(file)) {
+        bytes_ = std::make_unique<Bytes>(Bytes{*std::move(mapped)});
+    } else if (auto read = detail::file_bytes(file)) {
+        bytes_ = std::make_unique<Bytes>(Bytes{*std::move(read)});
+    } else {
+        throw UsageError(fmt::format("cannot read the weights file {} (does it exist?)", file.string()));
+    }
+    try {
+        tensors_ = parse_safetensors(bytes_->span());
+    } catch (const UsageError& e) {
+        throw UsageError(fmt::format("{}: {}", file.string(), e.what()));
+    }
+}
+
+SafetensorsFile::~SafetensorsFile() = default;
+SafetensorsFile::SafetensorsFile(SafetensorsFile&&) noexcept = default;
+SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&&) noexcept = default;
 
 void write_safetensors(const std::filesystem::path& file, std::span<const NamedTensor> tensors) {
     nlohmann::json header = nlohmann::json::object();

@@ -292,6 +292,8 @@ TEST_CASE("a new runtime's load reads only the cubin from SQLite, the PTX when t
     CHECK(native.entry->compiled.resources.registers > 0);
     CHECK(rt.stats().cache_hits == 1);
     CHECK(rt.stats().compiles == 0);
+    CHECK(rt.stats().fetch_ms > 0);  // the load's two parts, timed
+    CHECK(rt.stats().module_load_ms > 0);
     CHECK(rt.compile(k, test::options_for(device.arch().name())).entry->compiled.ptx.find(".entry") !=
           std::string::npos);          // compile() still hands out whole entries
     if (device.arch().major() >= 9) {  // sm_80 SASS does not run here: its PTX is fetched and JIT-compiled
@@ -396,6 +398,30 @@ TEST_CASE("fill_async and copy_2d_async run in stream order: a copy after a fill
     CHECK(std::ranges::count(std::span(out).subspan(32, bytes), 0xAB) == static_cast<std::ptrdiff_t>(bytes));
     CHECK(std::ranges::count(std::span(out).first(32), 0x5A) == 32);  // nothing outside was written
     CHECK(std::ranges::count(std::span(out).last(32), 0x5A) == 32);
+}
+
+TEST_CASE("a device span copies only its bytes; a moved-from buffer is empty") {
+    const auto device = Device::get(0);
+    DeviceBuffer buffer(device, 4096 + 5);
+    buffer.fill(0x11);
+    const DeviceSpan middle = buffer.subspan(1000, 77);
+    CHECK(middle.address() == buffer.address() + 1000);
+    const auto ints = random_values<std::int32_t>(77);
+    const std::vector<std::uint8_t> values(ints.begin(), ints.end());  // each int's low byte
+    middle.upload(std::span(values));
+    std::vector<std::uint8_t> out(buffer.size_bytes());
+    buffer.download(std::span(out));
+    CHECK(std::equal(values.begin(), values.end(), out.begin() + 1000));
+    CHECK(std::ranges::count(std::span(out).first(1000), 0x11) == 1000);  // nothing outside was written
+    CHECK(std::ranges::count(std::span(out).subspan(1077), 0x11) == static_cast<std::ptrdiff_t>(out.size() - 1077));
+    CHECK_THROWS_WITH_AS((void)buffer.subspan(4000, 102), doctest::Contains("do not fit device memory of 4101 bytes"),
+                         UsageError);
+    CHECK_THROWS_AS(middle.upload(std::span(values), 1), UsageError);
+    const std::uint64_t address = buffer.address();
+    DeviceBuffer moved = std::move(buffer);
+    CHECK(moved.address() == address);
+    CHECK(buffer.address() == 0);  // NOLINT(bugprone-use-after-move): what a moved-from buffer promises
+    CHECK(buffer.size_bytes() == 0);
 }
 
 int main(int argc, char** argv) {

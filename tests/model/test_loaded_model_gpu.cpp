@@ -3,6 +3,8 @@
 // BatchNorm folded from raw tensors), CUDA graph replay, and an op with padded output rows.
 #include <doctest/doctest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <limits>
 #include <random>
@@ -222,6 +224,12 @@ TEST_CASE("a network runs end to end: weights by dotted key, BatchNorm folded at
                 CAPTURE(c.error);
                 CHECK(c.unwritten == 0);
                 CHECK(c.passed());
+                std::vector<float> into(y.size() + 1);  // a reused host buffer: exactly the output's size
+                CHECK_THROWS_WITH_AS(model.read_output(i, stream, into), doctest::Contains("the host span holds"),
+                                     UsageError);
+                into.pop_back();
+                model.read_output(i, stream, into);
+                CHECK(std::memcmp(into.data(), y.data(), y.size() * sizeof(float)) == 0);
             }
         };
         check_outputs(model.forward(inputs, stream));
@@ -254,8 +262,12 @@ TEST_CASE("missing or mismatched weights are one error listing them all, nothing
         CHECK(what.find("b.weight: the file has F16") != std::string::npos);
         CHECK(what.find("nothing was loaded") != std::string::npos);
     }
+    const DeviceSpan a = model.parameter("a.weight");
+    CHECK(a.size_bytes() == 16 * 16 * sizeof(float));
+    CHECK(a.address() % 256 == 0);  // slots of the one allocation, aligned as their own would be
+    CHECK(model.parameter("b.weight").address() % 256 == 0);
     std::vector<float> back(16 * 16, -1.0f);
-    model.parameter("a.weight").download(std::span<float>(back));
+    a.download(std::span<float>(back));
     CHECK(std::all_of(back.begin(), back.end(), [](float v) { return v == 0.0f; }));  // still zero-initialised
     CHECK_THROWS_WITH_AS((void)model.parameter("nope.weight"), doctest::Contains("no parameter 'nope.weight'"),
                          UsageError);

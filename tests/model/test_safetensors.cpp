@@ -81,3 +81,24 @@ TEST_CASE("safetensors: malformed files are errors saying what is wrong") {
                                         8))
               .find("overflows") != std::string::npos);
 }
+
+TEST_CASE("safetensors: an opened file maps the written tensors, unreadable and malformed files name the file") {
+    test::TempDir dir;
+    const std::vector<float> a{1, 2, 3, 4, 5, 6}, b{-1.5f};
+    const NamedTensor tensors[] = {{"layer.weight", {2, 3}, a}, {"layer.bias", {1}, b}};
+    write_safetensors(dir.path() / "w.safetensors", tensors);
+    SafetensorsFile opened(dir.path() / "w.safetensors");
+    const SafetensorsFile file = std::move(opened);  // the tensors stay valid: they point into the mapping
+    REQUIRE(file.tensors().size() == 2);
+    const SafeTensor& w = file.tensors().at("layer.weight");
+    CHECK(w.shape == Shape{2, 3});
+    std::vector<float> back(6);
+    REQUIRE(w.data.size() == 24);
+    std::memcpy(back.data(), w.data.data(), 24);
+    CHECK(back == a);
+    CHECK_THROWS_WITH_AS(SafetensorsFile(dir.path() / "missing.safetensors"),
+                         doctest::Contains("cannot read the weights file"), UsageError);
+    std::ofstream(dir.path() / "empty.safetensors").flush();  // cannot be mapped: read, then refused
+    CHECK_THROWS_WITH_AS(SafetensorsFile(dir.path() / "empty.safetensors"),
+                         doctest::Contains("empty.safetensors: not a valid safetensors file: 0 bytes"), UsageError);
+}
