@@ -138,8 +138,7 @@ WeightsReport LoadedModel::load_weights(const std::map<std::string, SafeTensor>&
     if (!slots.empty()) {
         const DeviceSpan all = *impl_->parameter_memory;
         const detail::MappedMemory image = detail::MappedMemory::zeroed(all.size_bytes());
-        // Largest first, on a few threads: copying and preparing 5.8 MB of slots is a millisecond
-        // on one core.
+        // On a few threads, largest slots first (YOLOv8n's largest is a fifth of its 5.8 MB).
         std::ranges::sort(slots, std::greater{}, [](const SlotValues& s) { return s.bytes().size(); });
         detail::parallel_for(
             slots.size(),
