@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import struct
+import statistics
 import subprocess
 import tempfile
 import time
@@ -134,6 +135,8 @@ def main():
     parser.add_argument("--graph", default=os.path.join(HERE, "yolov8n.json"))
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--iters", type=int, default=100)
+    parser.add_argument("--start-runs", type=int, default=5,
+                        help="new processes (warm cache) whose start-up split is reported as medians")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
@@ -155,11 +158,11 @@ def main():
         images = torch.empty(shape).uniform_(-1, 1, generator=generator)
         inputs, outputs = os.path.join(work, "in.safetensors"), os.path.join(work, "out.safetensors")
         write_safetensors(inputs, {graph["inputs"][0]["name"]: images.numpy()})
-        def kjit_run(*extra):
+        def kjit_run(*extra, timed=True):
             started = time.time()
+            timing = ["--graph", "--iters", str(args.iters), "--save-outputs", outputs] if timed else ["--iters", "1"]
             run = subprocess.run([args.kjit, "model", "run", args.graph, "--weights", weights, "--batch", str(batch),
-                                  "--graph", "--json", "--iters", str(args.iters), "--input", inputs,
-                                  "--save-outputs", outputs, *extra], capture_output=True, text=True)
+                                  "--json", "--input", inputs, *timing, *extra], capture_output=True, text=True)
             if run.returncode != 0:
                 raise SystemExit(f"kjit model run failed:\n{run.stderr}")
             return json.loads(run.stdout), time.time() - started
@@ -169,6 +172,7 @@ def main():
         kjit_unfused, _ = kjit_run("--no-zero-copy-concat", "--no-fused-add", "--no-chained-ops")
         kjit_run()
         kjit, kjit_wall = kjit_run()
+        starts = [kjit_run(timed=False)[0]["start_ms"] for _ in range(args.start_runs)]
         got = read_safetensors(outputs)
         with torch.no_grad():
             ref = reference(images.cuda().double())
@@ -191,7 +195,7 @@ def main():
                "compile_ms": compiled_ms, "compile_reduce_overhead_ms": graphs_ms, "compile_s": compile_s,
                "kjit_forward_ms": kjit["forward_ms"], "kjit_replay_ms": kjit["replay_ms"],
                "kjit_node_sum_ms": kjit["node_sum_ms"], "kjit_process_s": kjit_wall,
-               "kjit_launches": kjit["launches"], "kjit_start_ms": kjit["start_ms"],
+               "kjit_launches": kjit["launches"], "kjit_start_ms": kjit["start_ms"], "kjit_start_runs": starts,
                "kjit_unfused_launches": kjit_unfused["launches"], "kjit_unfused_forward_ms": kjit_unfused["forward_ms"],
                "kjit_unfused_replay_ms": kjit_unfused["replay_ms"], "kjit_nodes": kjit["nodes"],
                "kjit_unfused_nodes": kjit_unfused["nodes"]}
@@ -214,6 +218,22 @@ def main():
               f"| {r['kjit_unfused_forward_ms']:.3f} → {r['kjit_forward_ms']:.3f} "
               f"| {r['kjit_unfused_replay_ms']:.3f} → {r['kjit_replay_ms']:.3f} | {r['kjit_forward_ms'] / ro:.2f} "
               f"| {r['kjit_replay_ms'] / ro:.2f} | {r['kjit_start_ms']['total']:.1f} |")
+    if args.start_runs:
+        # Every part's median over the new processes; the total's range too (the parts' medians
+        # need not add up to the total's).
+        parts = [("graph_read_plan_weights_check", "graph read, plan, weights check"), ("tuned_picks", "tuned picks"),
+                 ("buffers", "buffers"), ("kernels_read_and_loaded", "kernels read + loaded"),
+                 ("kernel_cache_reads_thread_sum", "of which cache reads (thread sum)"),
+                 ("module_loads_thread_sum", "module loads (thread sum)"), ("weights_upload", "weights upload"),
+                 ("first_forward", "first forward"), ("first_output_read", "first output read")]
+        print(f"\n| batch | start to first output ms, median (min–max) of {args.start_runs} new processes | "
+              + " | ".join(name for _, name in parts) + " |")
+        print("|---|---|" + "---|" * len(parts))
+        for r in rows:
+            totals = [s["total"] for s in r["kjit_start_runs"]]
+            cells = [f"{statistics.median(s.get(k, float('nan')) for s in r['kjit_start_runs']):.2f}" for k, _ in parts]
+            print(f"| {r['batch']} | {statistics.median(totals):.1f} ({min(totals):.1f}–{max(totals):.1f}) | "
+                  + " | ".join(cells) + " |")
     bad = [r for r in rows if r["max_error"] > 2e-3]
     raise SystemExit(1 if bad else 0)
 
