@@ -170,9 +170,7 @@ void LoadedModel::replay(const Stream& stream) const {
 std::vector<Tensor> LoadedModel::outputs() const { return impl_->outputs(); }
 
 std::vector<float> LoadedModel::read_output(std::size_t i, const Stream& stream) const {
-    const auto all = impl_->outputs();
-    if (i >= all.size()) throw UsageError(fmt::format("output {} of {}", i, all.size()));
-    const std::size_t count = element_count(all[i].shape);
+    const std::size_t count = element_count(impl_->output(i).shape);
     std::vector<float> host;
     host.reserve(count);
     // Its pages made present in one call before they are written: megabytes of them faulted in
@@ -184,14 +182,13 @@ std::vector<float> LoadedModel::read_output(std::size_t i, const Stream& stream)
 }
 
 void LoadedModel::read_output(std::size_t i, const Stream& stream, std::span<float> host) const {
-    const auto all = impl_->outputs();
-    if (i >= all.size()) throw UsageError(fmt::format("output {} of {}", i, all.size()));
-    const std::size_t count = element_count(all[i].shape);
+    const Tensor out = impl_->output(i);
+    const std::size_t count = element_count(out.shape);
     if (host.size() != count)
         throw UsageError(fmt::format("output {} [{}] has {} values; the host span holds {}", i,
-                                     fmt::join(all[i].shape, ", "), count, host.size()));
+                                     fmt::join(out.shape, ", "), count, host.size()));
     stream.synchronize();  // the copy below runs on the legacy stream, which does not wait for it
-    DeviceSpan(impl_->device, reinterpret_cast<std::uint64_t>(all[i].data), count * sizeof(float)).download(host);
+    DeviceSpan(impl_->device, reinterpret_cast<std::uint64_t>(out.data), count * sizeof(float)).download(host);
 }
 
 std::vector<double> LoadedModel::node_times_ms(std::span<void* const> inputs, const Stream& stream, int iterations) {

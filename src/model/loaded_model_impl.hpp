@@ -99,6 +99,12 @@ struct LoadedModel::Impl {
         for (std::size_t v : plan.outputs()) out.push_back(value(v));  // tight: the plan keeps outputs so
         return out;
     }
+
+    /// Output `i`; UsageError where the graph has no such output.
+    Tensor output(std::size_t i) const {
+        if (i >= plan.outputs().size()) throw UsageError(fmt::format("output {} of {}", i, plan.outputs().size()));
+        return value(plan.outputs()[i]);
+    }
 };
 
 namespace detail {
