@@ -28,39 +28,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from graph_timing import BACK_TO_BACK, median_us
+
 torch.backends.cudnn.allow_tf32 = True
 torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.benchmark = True
 torch._dynamo.config.cache_size_limit = 256
-
-
-BACK_TO_BACK = 20
-
-
-def median_us(fn, iterations, calls=1):
-    """Captures `calls` calls of fn into a CUDA graph and times replays (µs per call), as
-    kjit_conv_bench does."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    for _ in range(3):
-        graph.replay()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
-    stops = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
-    for start, stop in zip(starts, stops):
-        start.record()
-        graph.replay()
-        stop.record()
-    torch.cuda.synchronize()
-    times = sorted(1000.0 * a.elapsed_time(b) / calls for a, b in zip(starts, stops))
-    return times[len(times) // 2]
 
 
 def ceilings():

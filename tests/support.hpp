@@ -2,10 +2,12 @@
 #pragma once
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <kjit/kjit.hpp>
@@ -90,6 +92,26 @@ inline CompileOptions options_for(std::string_view arch) {
     CompileOptions o;
     o.arch = Arch::parse(arch);
     return o;
+}
+
+/// One kernel to compile for one arch.
+struct CompileJob {
+    const Kernel* kernel;
+    const char* arch;
+};
+/// Compiles every job, a few at a time (NVRTC runs in parallel; the machine has few cores), and
+/// calls check(job, compiled) for each, in order, on this thread.
+template <class Check>
+void compile_each(std::span<const CompileJob> jobs, Check&& check) {
+    const std::size_t width = std::max(2u, std::thread::hardware_concurrency());
+    for (std::size_t first = 0; first < jobs.size(); first += width) {
+        std::vector<std::future<Compiled>> running;
+        for (std::size_t i = first; i < std::min(jobs.size(), first + width); ++i)
+            running.push_back(std::async(std::launch::async,
+                                         [&job = jobs[i]] { return compile(*job.kernel, options_for(job.arch)); }));
+        for (std::size_t i = first; i < std::min(jobs.size(), first + width); ++i)
+            check(jobs[i], running[i - first].get());
+    }
 }
 
 }  // namespace kjit::test

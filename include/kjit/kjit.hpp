@@ -15,6 +15,7 @@
 #include <kjit/tuning.hpp>
 #include <kjit/typed_kernel.hpp>
 // Ops: the RuntimeOp interface and the shipped kernel families.
+#include <kjit/attention.hpp>
 #include <kjit/conv.hpp>
 #include <kjit/conv_tuner.hpp>
 #include <kjit/device_traits.hpp>

@@ -43,7 +43,7 @@ __device__ __forceinline__ void store4_shared(unsigned address, float4 v)
 /// BYTES (4, 8 or 16) global → shared at shared address `dst`; zero-filled when !valid (src is
 /// then not read).
 template <int BYTES>
-__device__ __forceinline__ void copy_async(unsigned dst, const float* src, bool valid)
+__device__ __forceinline__ void copy_async(unsigned dst, const void* src, bool valid)
 {
 #if __CUDA_ARCH__ >= 800
     if constexpr (BYTES == 16)
@@ -53,7 +53,7 @@ __device__ __forceinline__ void copy_async(unsigned dst, const float* src, bool 
                      "r"(valid ? BYTES : 0));
 #else
     float v[BYTES / 4];
-    for (int i = 0; i < BYTES / 4; ++i) v[i] = valid ? src[i] : 0.0f;
+    for (int i = 0; i < BYTES / 4; ++i) v[i] = valid ? static_cast<const float*>(src)[i] : 0.0f;
     for (int i = 0; i < BYTES / 4; ++i) asm volatile("st.shared.f32 [%0], %1;" ::"r"(dst + 4 * i), "f"(v[i]));
 #endif
 }

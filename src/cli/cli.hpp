@@ -153,6 +153,24 @@ struct ElementwiseCase {
 /// --cin and --cout channels).
 [[nodiscard]] std::vector<ElementwiseCase> elementwise_check_cases(std::string_view family, const LayerOptions& given);
 
+/// `kjit run` / `kjit tune flash_attention2`'s problem: --batch comes with the layer options.
+struct AttentionOptions {
+    int heads = 0, kv_heads = 0, seq = 0, kv_seq = -1, head_dim = 128;
+    std::string dtype = "bf16", layout = "bhsd";
+    bool causal = false;
+    /// Whether any of the attention problem's options was given.
+    [[nodiscard]] bool given() const noexcept {
+        return heads || kv_heads || seq || kv_seq >= 0 || head_dim != 128 || dtype != "bf16" || layout != "bhsd" ||
+               causal;
+    }
+};
+void add_attention_options(CLI::App& sub, AttentionOptions& o);
+/// One problem on the GPU: checked against the float64 reference, timed per graph replay and
+/// back to back; --config "BLOCK_M=… BLOCK_N=…" or the tuned winner or dispatch's tiles.
+int run_attention(const Common& common, int batch, const AttentionOptions& o, const std::string& config, int iters);
+/// Every tile configuration timed and checked; the fastest correct one stored as the tuned winner.
+int tune_attention(const Common& common, int batch, const AttentionOptions& o, int iters);
+
 void add_warm(CLI::App& app, int& exit_code);
 void add_check(CLI::App& app, int& exit_code);
 void add_ptx(CLI::App& app, int& exit_code);

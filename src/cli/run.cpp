@@ -1,6 +1,7 @@
 // kjit run / kjit tune conv2d_bn_silu: one layer on the GPU — checked against the float64
 // reference and timed (run), or every configuration timed and the winner stored (tune); NCHW
-// tensors, or with --channels-last NHWC ones and the channels-last Hopper kernel.
+// tensors, or with --channels-last NHWC ones and the channels-last Hopper kernel. The same
+// commands take flash_attention2 (src/cli/attention.cpp).
 #include <algorithm>
 #include <chrono>
 
@@ -13,6 +14,7 @@ struct RunOptions {
     Common common;
     std::string op;
     LayerOptions layer;
+    AttentionOptions attention;
     int iters = 100;
     std::vector<std::string> config;
     std::string shapes_file;
@@ -39,16 +41,37 @@ Checked check_against_reference(const Conv2dOp& op, Runtime& rt, const Stream& s
             seconds};
 }
 
+constexpr std::string_view attention_op = "flash_attention2";
+
+/// Throws UsageError for an unknown op, or options of the other op.
 void check_op_name(const RunOptions& o) {
-    if (o.op != "conv2d_bn_silu")
-        throw UsageError(fmt::format("unknown op '{}': kjit run and tune take conv2d_bn_silu", o.op));
+    if (o.op != "conv2d_bn_silu" && o.op != attention_op)
+        throw UsageError(
+            fmt::format("unknown op '{}': kjit run and tune take conv2d_bn_silu and {}", o.op, attention_op));
+    if (o.op == attention_op &&
+        (o.layer.given() || o.layer.window_given() || o.layer.groups != 1 || o.channels_last || !o.shapes_file.empty()))
+        throw UsageError(
+            fmt::format("{} takes --batch, --heads, --kv-heads, --seq, --kv-seq, --head-dim, --dtype, "
+                        "--causal and --layout, not a conv layer's options",
+                        attention_op));
+    if (o.op != attention_op && o.attention.given())
+        throw UsageError(
+            fmt::format("--heads, --seq, --head-dim, --dtype, --causal and --layout are {}'s: {} takes a "
+                        "layer (--batch --cin --cout --hw …)",
+                        attention_op, o.op));
+}
+
+std::string joined_config(const RunOptions& o) {
+    std::string config;
+    for (const auto& c : o.config) config += (config.empty() ? "" : " ") + c;
+    return config;
 }
 
 int run(const RunOptions& o) {
     check_op_name(o);
+    if (o.op == attention_op) return run_attention(o.common, o.layer.batch, o.attention, joined_config(o), o.iters);
     const Layer l = layer_of(o.layer);
-    std::string config;
-    for (const auto& c : o.config) config += (config.empty() ? "" : " ") + c;
+    std::string config = joined_config(o);
     // The channels-last kernel's configurations are its tiles after NHWC=1.
     if (o.channels_last && !config.empty() && !config.starts_with("NHWC=1")) config = "NHWC=1 " + config;
     if (!o.channels_last && config.find("NHWC") != std::string::npos)
@@ -131,6 +154,7 @@ int run(const RunOptions& o) {
 
 int tune(const RunOptions& o) {
     check_op_name(o);
+    if (o.op == attention_op) return tune_attention(o.common, o.layer.batch, o.attention, o.iters);
     const std::vector<Layer> layers = o.shapes_file.empty() ? std::vector<Layer>{layer_of(o.layer)}
                                                             : layers_from(o.shapes_file);
     for (const Layer& l : layers) check_fits_host(l);
@@ -176,8 +200,9 @@ int tune(const RunOptions& o) {
 }
 
 void add_run_options(CLI::App& sub, RunOptions& o) {
-    sub.add_option("op", o.op, "The op: conv2d_bn_silu")->required();
+    sub.add_option("op", o.op, "The op: conv2d_bn_silu or flash_attention2")->required();
     add_layer_options(sub, o.layer);
+    add_attention_options(sub, o.attention);
     sub.add_option("--iters", o.iters, "Timed graph replays (default 100)")->check(positive_int);
     sub.add_flag("--channels-last", o.channels_last,
                  "NHWC tensors (x [B, H, W, C_IN], W [C_OUT, KH, KW, C_IN], y [B, OH, OW, C_OUT]) and the "

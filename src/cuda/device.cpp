@@ -1,8 +1,11 @@
 // Devices: each one's record (name, arch, limits) and its retained primary context, kept for the process.
+#include <cctype>
 #include <deque>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <mutex>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <kjit/driver.hpp>
@@ -80,18 +83,28 @@ Device Device::get(int ordinal) {
 int Device::ordinal() const noexcept { return record_->ordinal; }
 const std::string& Device::name() const noexcept { return record_->name; }
 
+namespace detail {
+std::string module_version(std::string_view proc_text) {
+    std::istringstream words{std::string(proc_text)};
+    bool after_module = false;
+    for (std::string word; words >> word;) {
+        if (word == "Module") after_module = true;
+        else if (after_module && std::isdigit(static_cast<unsigned char>(word[0])) &&
+                 word.find('.') != std::string::npos)
+            return word;
+    }
+    return {};
+}
+}  // namespace detail
+
 std::string driver_version() {
     static const std::string version = [] {
         int cuda = 0;
         KJIT_CU(cuDriverGetVersion, &cuda);  // loads the driver: NoDeviceError without one
-        // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Sun …": the word after "Module".
         std::ifstream proc("/proc/driver/nvidia/version");
-        std::string word, previous;
-        while (proc >> word) {
-            if (previous == "Module") return word;
-            previous = word;
-        }
-        return fmt::format("CUDA {}.{}", cuda / 1000, cuda % 1000 / 10);
+        const std::string text((std::istreambuf_iterator<char>(proc)), std::istreambuf_iterator<char>());
+        std::string module = detail::module_version(text);
+        return module.empty() ? fmt::format("CUDA {}.{}", cuda / 1000, cuda % 1000 / 10) : module;
     }();
     return version;
 }

@@ -61,6 +61,11 @@ void release(Fn Driver::*fn, A... args) noexcept {
     } catch (...) {}
 }
 
+/// The kernel module's version in the text of /proc/driver/nvidia/version: the first word after
+/// "Module" that starts with a digit and holds a dot ("NVIDIA UNIX x86_64 Kernel Module
+/// 580.159.04 …", "NVIDIA UNIX Open Kernel Module for x86_64  580.159.04 …"); empty if none.
+[[nodiscard]] std::string module_version(std::string_view proc_text);
+
 }  // namespace kjit::detail
 
 /// Calls a driver function through the table and checks its result: KJIT_CU(cuMemFree, ptr).

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <kjit/registry.hpp>
 
+#include <kjit/attention.hpp>
 #include <kjit/conv.hpp>
 #include <kjit/elementwise.hpp>
 #include <kjit/error.hpp>
@@ -91,6 +92,18 @@ std::vector<Kernel> depthwise_configurations() {
     return kernels;
 }
 
+/// The attention kernel for each dtype, head dim, causality and tile shape: sizes are run-time
+/// arguments.
+std::vector<Kernel> attention_configurations() {
+    std::vector<Kernel> kernels;
+    for (const Scalar dtype : {Scalar::f16, Scalar::bf16})
+        for (const int head_dim : {64, 96, 128})
+            for (const bool causal : {false, true})
+                for (const auto& t : AttentionTiles::configurations())
+                    kernels.push_back(AttentionForwardOp(dtype, head_dim, causal, t).kernel());
+    return kernels;
+}
+
 /// One configuration each: the elementwise ops take every size at run time.
 template <class Op, auto... Args>
 std::vector<Kernel> single_configuration() {
@@ -119,6 +132,10 @@ const KernelFamily families[] = {
     {"conv2d_bn_silu_direct_forward",
      "Conv2d + BatchNorm + SiLU computed directly in fp32 (grouped layers the other kernels leave)",
      direct_configurations},
+    {"flash_attention2_forward",
+     "fused attention forward (FlashAttention-2: online softmax, causal or not, grouped-query), f16 and bf16, head "
+     "dim 64, 96 and 128 (mma.sync, sm_80+)",
+     attention_configurations},
     {"add", "y = a + b (residual connections)", single_configuration<AddOp>},
     {"concat_channels", "one input of a concatenation along channels", single_configuration<ConcatChannelsOp, 1>},
     {"maxpool2d", "max pooling, any window, stride and padding", single_configuration<MaxPool2dOp, 5, 1, 2>},

@@ -3,7 +3,6 @@
 #include <doctest/doctest.h>
 
 #include <future>
-#include <thread>
 
 #include <kjit/conv.hpp>
 #include <kjit/registry.hpp>
@@ -205,41 +204,28 @@ TEST_CASE("every configuration of the conv kernels compiles for sm_80, sm_87 and
                                   Conv2dBnSiluDirectForward::configurations().size() +
                                   3 * DepthwiseTiles::configurations().size() + grouped);
     REQUIRE(arch_specific == 4 * Sm90Tiles::configurations().size());
-    struct Job {
-        const Kernel* kernel;
-        const char* arch;
-    };
-    std::vector<Job> jobs;
+    std::vector<test::CompileJob> jobs;
     for (const auto& k : kernels)
         for (const char* arch : {"sm_80", "sm_87", "sm_90"}) jobs.push_back({&k, arch});
-    // A few compiles at a time: NVRTC runs in parallel, the machine has few cores.
-    const std::size_t width = std::max(2u, std::thread::hardware_concurrency());
-    for (std::size_t first = 0; first < jobs.size(); first += width) {
-        std::vector<std::future<Compiled>> running;
-        for (std::size_t i = first; i < std::min(jobs.size(), first + width); ++i)
-            running.push_back(std::async(
-                std::launch::async, [&job = jobs[i]] { return compile(*job.kernel, test::options_for(job.arch)); }));
-        for (std::size_t i = first; i < std::min(jobs.size(), first + width); ++i) {
-            const Compiled c = running[i - first].get();
-            const Kernel& k = *jobs[i].kernel;
-            CAPTURE(k.id());
-            CAPTURE(std::string(jobs[i].arch));
-            CHECK(c.ptx.find(".entry " + k.entry_point_name()) != std::string::npos);
-            CHECK(c.resources.spill_store_bytes == 0);
-            if (k.name() == "conv2d_bn_silu_depthwise_forward" && k.id().ends_with("__true")) {
-                // Its window is staged by 16-byte copies (4-byte where rows are not whole chunks)
-                // and read back in 16-byte pieces.
-                CHECK(c.ptx.find("cp.async.cg.shared.global") != std::string::npos);
-                CHECK(c.ptx.find("ld.shared.v4.f32") != std::string::npos);
-            } else if (k.name() == "conv2d_bn_silu_depthwise_forward") {
-                // Unstaged: every thread reads x through the read-only path, no shared memory.
-                CHECK(c.ptx.find("ld.global.nc.f32") != std::string::npos);
-                CHECK(c.ptx.find("cp.async") == std::string::npos);
-            } else if (k.name() != "conv2d_bn_silu_direct_forward") {
-                CHECK(c.ptx.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != std::string::npos);
-            }
+    test::compile_each(jobs, [](const test::CompileJob& job, const Compiled& c) {
+        const Kernel& k = *job.kernel;
+        CAPTURE(k.id());
+        CAPTURE(std::string(job.arch));
+        CHECK(c.ptx.find(".entry " + k.entry_point_name()) != std::string::npos);
+        CHECK(c.resources.spill_store_bytes == 0);
+        if (k.name() == "conv2d_bn_silu_depthwise_forward" && k.id().ends_with("__true")) {
+            // Its window is staged by 16-byte copies (4-byte where rows are not whole chunks)
+            // and read back in 16-byte pieces.
+            CHECK(c.ptx.find("cp.async.cg.shared.global") != std::string::npos);
+            CHECK(c.ptx.find("ld.shared.v4.f32") != std::string::npos);
+        } else if (k.name() == "conv2d_bn_silu_depthwise_forward") {
+            // Unstaged: every thread reads x through the read-only path, no shared memory.
+            CHECK(c.ptx.find("ld.global.nc.f32") != std::string::npos);
+            CHECK(c.ptx.find("cp.async") == std::string::npos);
+        } else if (k.name() != "conv2d_bn_silu_direct_forward") {
+            CHECK(c.ptx.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != std::string::npos);
         }
-    }
+    });
 }
 TEST_CASE("the GEMM kernel's FMA path: on archs without TF32 MMA, and when asked for") {
     const Kernel k = Conv2dBnSiluGemmForward(64, 64, 32, 8).kernel();

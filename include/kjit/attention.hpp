@@ -1,0 +1,143 @@
+// kjit/attention.hpp — fused attention forward (FlashAttention-2's algorithm): O =
+// softmax(Q·Kᵀ·scale [+ causal mask])·V and the rows' log-sum-exp, tile by tile with the online
+// softmax, never forming the score matrix. f16 or bf16 tensors, fp32 accumulation; head dim
+// 64, 96 or 128; grouped-query attention; any sequence lengths. The kernel, its RuntimeOp, the
+// dispatch between tile configurations, and a float64 reference.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <kjit/cache.hpp>
+#include <kjit/device_traits.hpp>
+#include <kjit/runtime_op.hpp>
+
+namespace kjit {
+
+/// One attention problem: q [batch, heads, seq, head_dim], k and v [batch, kv_heads, kv_seq,
+/// head_dim], o like q, lse [batch, heads, seq]. Query i sees keys j < kv_seq, and only j ≤ i
+/// when causal (torch's is_causal: the mask's diagonal starts at the first key, whatever the
+/// lengths). Query head h reads key/value head h / (heads / kv_heads).
+struct AttentionShape {
+    int batch = 1, heads = 1, kv_heads = 1, seq = 1, kv_seq = 1, head_dim = 64;
+    bool causal = false;
+    Scalar dtype = Scalar::bf16;  ///< f16 or bf16
+
+    /// Throws UsageError naming what no kernel supports (sizes ≥ 1, kv_seq ≥ 0 — no keys gives
+    /// O = 0 and LSE = −∞ — head_dim 64, 96 or 128, kv_heads dividing heads, dtype f16 or bf16).
+    void validate() const;
+    /// Floating-point operations of the two matmuls: 4·B·H·S·SK·D, over the pairs a causal
+    /// mask keeps.
+    [[nodiscard]] double flops() const;
+    /// Canonical text (the key of a tuned winner): "b2_h16_hk4_s1024_sk1024_d128_bf16_causal".
+    [[nodiscard]] std::string key() const;
+    friend bool operator==(const AttentionShape&, const AttentionShape&) = default;
+};
+
+/// How a tensor's dimensions lie in memory: [B, H, S, D] or [B, S, H, D], dense.
+enum class AttentionLayout { bhsd, bshd };
+
+/// Element strides of a tensor's batch, head and row (its head dim is contiguous).
+struct AttentionStrides {
+    std::int64_t batch, head, row;
+    /// Those of a dense tensor of `heads` × `seq` rows of `head_dim` in `layout`.
+    [[nodiscard]] static AttentionStrides of(AttentionLayout layout, int heads, int seq, int head_dim);
+};
+
+/// Tile constants of the attention kernel (kernels_src/kjit/attention/): BLOCK_M query rows per
+/// block (16 a warp), BLOCK_N keys per step of the pass.
+struct AttentionTiles {
+    int block_m, block_n;
+
+    /// Every configuration warm-up, tuning and the across-configuration tests iterate.
+    [[nodiscard]] static std::span<const AttentionTiles> configurations();
+    [[nodiscard]] unsigned threads() const;
+    /// Q, and K and V double-buffered, rows padded by 16 bytes.
+    [[nodiscard]] unsigned shared_bytes(int head_dim) const;
+    /// Throws UsageError naming the rule broken (multiples of 16, 16 ≤ block_m ≤ 128, block_n ≤
+    /// 128, shared memory over `max_shared_bytes`).
+    void validate(int head_dim, int max_shared_bytes) const;
+    friend bool operator==(const AttentionTiles&, const AttentionTiles&) = default;
+};
+
+/// The attention forward as an op: activations q, k, v in `layout` (shapes in that layout's
+/// order), output o in it too, and the log-sum-exp in its one parameter slot "lse" [B, H, S]
+/// (f32). Compiled for one dtype, head dim, causality and tile shape (kernels_src/
+/// flash_attention2_forward.cu); the sizes come with each call.
+class AttentionForwardOp final : public RuntimeOp {
+public:
+    /// `scale` ≤ 0 means 1/√head_dim. Throws UsageError for constants no kernel has.
+    AttentionForwardOp(Scalar dtype, int head_dim, bool causal, AttentionTiles tiles,
+                       AttentionLayout layout = AttentionLayout::bhsd, float scale = 0);
+
+    [[nodiscard]] const Kernel& kernel() const noexcept { return kernel_; }
+    [[nodiscard]] const AttentionTiles& tiles() const noexcept { return tiles_; }
+    [[nodiscard]] AttentionLayout layout() const noexcept { return layout_; }
+    /// The problem a call's input shapes make (UsageError where they do not fit this op).
+    [[nodiscard]] AttentionShape shape_of(std::span<const ShapeView> input_shapes) const;
+
+    [[nodiscard]] std::size_t n_activation_inputs() const override { return 3; }
+    [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return kernel_; }
+    void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
+    [[nodiscard]] Dims grid(ShapeView output_shape) const override;
+    [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t launch) const override;
+    [[nodiscard]] std::vector<Shape> param_shapes(std::span<const ShapeView> input_shapes,
+                                                  ShapeView output_shape) const override;
+    [[nodiscard]] std::span<const std::string_view> param_names() const override;
+    [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
+                                                      ShapeView resolved) const override;
+
+private:
+    Scalar dtype_;
+    int head_dim_;
+    bool causal_;
+    AttentionTiles tiles_;
+    AttentionLayout layout_;
+    float scale_;
+    Kernel kernel_;
+};
+
+/// The tiles dispatch picks for `shape` on a device with `traits`, and why, in a sentence.
+[[nodiscard]] AttentionTiles dispatch_attention(const AttentionShape& shape, const DeviceTraits& traits);
+[[nodiscard]] std::string attention_dispatch_reason(const AttentionShape& shape, const DeviceTraits& traits);
+/// The tiles that run `shape` on a device named `device_name` under driver `driver`: the winner
+/// `kjit tune flash_attention2` stored in `cache` for it where one holds (timed on this kernel
+/// source, fitting the device), else dispatch's. `tuned` says which.
+struct AttentionPick {
+    AttentionTiles tiles;
+    bool tuned = false;
+};
+[[nodiscard]] AttentionPick pick_attention(const AttentionShape& shape, const DeviceTraits& traits,
+                                           const std::string& device_name, const std::string& driver, Cache& cache);
+/// "BLOCK_M=128 BLOCK_N=64", what `kjit run --config` and tuned winners hold; and back
+/// (UsageError for text that is not two such constants).
+[[nodiscard]] std::string attention_config(const AttentionTiles& tiles);
+[[nodiscard]] AttentionTiles parse_attention_config(std::string_view text);
+
+/// The kernel family's name in tuned winners.
+inline constexpr std::string_view attention_family = "flash_attention2_forward";
+
+/// float64 reference of one problem: q, k, v dense [B, H, S, D] as floats (the 16-bit values
+/// widened); o [B, H, S, D] and lse [B, H, S] out. scale ≤ 0 means 1/√head_dim. `rows`: the
+/// query rows to compute, as (b·H + h)·S + i, o and lse then holding those rows in that order
+/// (a check of a large problem samples); empty: every row.
+struct AttentionReference {
+    std::vector<double> o, lse;
+};
+[[nodiscard]] AttentionReference attention_reference(const AttentionShape& shape, std::span<const float> q,
+                                                     std::span<const float> k, std::span<const float> v,
+                                                     float scale = 0, std::span<const std::size_t> rows = {});
+
+/// A [B, H, S, D] tensor of floats (`heads` × `seq` rows of `head_dim` per batch entry) as the
+/// 16-bit values a device tensor in `layout` holds, and back: how hosts fill and read them.
+[[nodiscard]] std::vector<std::uint16_t> to_attention_layout(std::span<const float> bhsd, int heads, int seq,
+                                                             int head_dim, AttentionLayout layout, Scalar dtype);
+[[nodiscard]] std::vector<float> from_attention_layout(std::span<const std::uint16_t> stored, int heads, int seq,
+                                                       int head_dim, AttentionLayout layout, Scalar dtype);
+
+/// f32 ↔ 16-bit storage (round to nearest even), how hosts fill and read f16 / bf16 tensors.
+[[nodiscard]] std::uint16_t to_16bit(float x, Scalar dtype);
+[[nodiscard]] float from_16bit(std::uint16_t bits, Scalar dtype);
+
+}  // namespace kjit

@@ -1,0 +1,45 @@
+// The attention epilogue: O = O / l, rounded to T and staged through the warp's own rows of the
+// Q tile so that global stores are whole 16-byte pieces of rows; and the rows' log-sum-exp
+// LSE = ln Σ_j e^(scale·S_ij). A row that saw no key (no keys at all) gets O = 0, LSE = −∞.
+#pragma once
+#include "kjit/attention/mainloop_sm80.cuh"
+
+namespace attention {
+
+template <class T, int BLOCK_M, int BLOCK_N, int HEAD_DIM>
+__device__ __forceinline__ void store_output(Accumulator<HEAD_DIM>& acc, unsigned q_tile, T* o, long long o_row,
+                                             float* lse, int seq, int m0)
+{
+    using Tl = Tiles<BLOCK_M, BLOCK_N, HEAD_DIM>;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    for (int r = 0; r < 2; ++r) {  // l over the quad sharing the row
+        acc.row_sum[r] += __shfl_xor_sync(0xffffffffu, acc.row_sum[r], 1);
+        acc.row_sum[r] += __shfl_xor_sync(0xffffffffu, acc.row_sum[r], 2);
+    }
+    for (int r = 0; r < 2; ++r) {
+        const float inv = acc.row_sum[r] > 0.f ? 1.f / acc.row_sum[r] : 0.f;
+        for (int d = 0; d < HEAD_DIM / 8; ++d) {
+            const unsigned packed = pack<T>(acc.o[d][2 * r] * inv, acc.o[d][2 * r + 1] * inv);
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(Tl::at(q_tile, warp * 16 + g + 8 * r, d * 8 + 2 * t)),
+                         "r"(packed)
+                         : "memory");
+        }
+        const int row = m0 + warp * 16 + g + 8 * r;
+        if (t == 0 && row < seq)
+            lse[row] = acc.row_sum[r] > 0.f ? (acc.row_max[r] + log2(acc.row_sum[r])) * 0.6931471805599453f
+                                            : minus_infinity();
+    }
+    __syncwarp();
+    for (int c = lane; c < 16 * Tl::CHUNKS; c += 32) {  // the warp's 16 rows, 16 bytes at a time
+        const int r = c / Tl::CHUNKS, col = c % Tl::CHUNKS * 8, row = m0 + warp * 16 + r;
+        if (row >= seq) continue;
+        uint4 piece;
+        asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(piece.x), "=r"(piece.y), "=r"(piece.z), "=r"(piece.w)
+                     : "r"(Tl::at(q_tile, warp * 16 + r, col))
+                     : "memory");
+        *reinterpret_cast<uint4*>(o + row * o_row + col) = piece;
+    }
+}
+
+}  // namespace attention

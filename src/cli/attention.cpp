@@ -1,0 +1,331 @@
+// kjit run / kjit tune flash_attention2: one attention problem on the GPU — checked against the
+// float64 reference and timed (run), or every tile configuration timed and checked and the
+// winner stored (tune).
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
+#include <kjit/attention.hpp>
+#include <kjit/op_timing.hpp>
+#include <kjit/tuning.hpp>
+
+#include "cli.hpp"
+
+namespace kjit::cli {
+
+void add_attention_options(CLI::App& sub, AttentionOptions& o) {
+    sub.add_option("--heads", o.heads, "flash_attention2: query heads")->check(positive_int);
+    sub.add_option("--kv-heads", o.kv_heads, "flash_attention2: key/value heads, dividing --heads (default: --heads)")
+        ->check(positive_int);
+    sub.add_option("--seq", o.seq, "flash_attention2: query length")->check(positive_int);
+    sub.add_option("--kv-seq", o.kv_seq, "flash_attention2: key/value length (default: --seq)")
+        ->check(non_negative_int);
+    sub.add_option("--head-dim", o.head_dim, "flash_attention2: 64, 96 or 128 (default 128)")->check(positive_int);
+    sub.add_option("--dtype", o.dtype, "flash_attention2: bf16 or f16 (default bf16)")
+        ->check(CLI::IsMember({"bf16", "f16"}));
+    sub.add_flag("--causal", o.causal, "flash_attention2: query i sees keys j <= i (torch's is_causal)");
+    sub.add_option("--layout", o.layout, "flash_attention2: bhsd ([B, H, S, D], the default) or bshd ([B, S, H, D])")
+        ->check(CLI::IsMember({"bhsd", "bshd"}));
+}
+
+namespace {
+
+AttentionShape shape_of(int batch, const AttentionOptions& o) {
+    if (!o.heads || !o.seq)
+        throw UsageError(
+            "give the problem: flash_attention2 --batch B --heads H --seq S [--kv-heads HK] [--kv-seq SK] "
+            "[--head-dim D] [--dtype bf16|f16] [--causal]");
+    AttentionShape s{.batch = batch,
+                     .heads = o.heads,
+                     .kv_heads = o.kv_heads ? o.kv_heads : o.heads,
+                     .seq = o.seq,
+                     .kv_seq = o.kv_seq >= 0 ? o.kv_seq : o.seq,
+                     .head_dim = o.head_dim,
+                     .causal = o.causal,
+                     .dtype = o.dtype == "f16" ? Scalar::f16 : Scalar::bf16};
+    s.validate();
+    // q, k, v and o on the host as floats and 16-bit values, with room to spare.
+    const double bytes = 6.0 * s.head_dim * s.batch * (2.0 * s.heads * s.seq + 2.0 * s.kv_heads * s.kv_seq);
+    if (bytes > 32e9)
+        throw UsageError(
+            fmt::format("{}: its tensors take {:.0f} GB on the host for the reference check: use a "
+                        "smaller batch",
+                        s.key(), bytes / 1e9));
+    return s;
+}
+
+AttentionLayout layout_of(const AttentionOptions& o) {
+    return o.layout == "bshd" ? AttentionLayout::bshd : AttentionLayout::bhsd;
+}
+
+/// A problem's tensors on the device (fresh random values, uniform in [−2, 2), rounded to the
+/// dtype), their host copies, and the rows the check compares: every one where the float64
+/// reference is quick, else four heads' worth of rows spread over the sequence (first and last
+/// included).
+struct AttentionTensors {
+    AttentionShape shape;
+    AttentionLayout layout;
+    std::vector<float> q, k, v;  // [B, H, S, D]
+    DeviceBuffer dq, dk, dv, o, lse;
+    Shape q_shape, kv_shape;
+    std::vector<std::size_t> rows;  // checked, as (b·H + h)·S + i; empty: all
+
+    AttentionTensors(const Device& device, const AttentionShape& s, AttentionLayout l)
+        : shape(s),
+          layout(l),
+          q(random(std::size_t(s.batch) * s.heads * s.seq * s.head_dim, s.dtype)),
+          k(random(std::size_t(s.batch) * s.kv_heads * s.kv_seq * s.head_dim, s.dtype)),
+          v(random(k.size(), s.dtype)),
+          dq(upload(device, to_attention_layout(q, s.heads, s.seq, s.head_dim, l, s.dtype))),
+          dk(upload(device, to_attention_layout(k, s.kv_heads, s.kv_seq, s.head_dim, l, s.dtype))),
+          dv(upload(device, to_attention_layout(v, s.kv_heads, s.kv_seq, s.head_dim, l, s.dtype))),
+          o(device, q.size() * 2),
+          lse(device, std::size_t(s.batch) * s.heads * s.seq * 4),
+          q_shape(dims(s.heads, s.seq)),
+          kv_shape(dims(s.kv_heads, s.kv_seq)) {
+        if (s.flops() < 4e9) return;
+        const int heads = s.batch * s.heads;
+        for (int n = 0; n < std::min(heads, 4); ++n) {
+            const std::size_t bh = std::size_t(heads - 1) * n / std::max(1, std::min(heads, 4) - 1);
+            for (int r = 0; r < 32; ++r) rows.push_back(bh * s.seq + std::size_t(s.seq - 1) * r / 31);
+        }
+        std::ranges::sort(rows);
+        rows.erase(std::ranges::unique(rows).begin(), rows.end());
+    }
+
+    [[nodiscard]] Shape dims(int heads, int seq) const {
+        const auto n = [](int x) { return static_cast<std::size_t>(x); };
+        return layout == AttentionLayout::bhsd ? Shape{n(shape.batch), n(heads), n(seq), n(shape.head_dim)}
+                                               : Shape{n(shape.batch), n(seq), n(heads), n(shape.head_dim)};
+    }
+
+    /// The forward call; `in` and `params` are the caller's, alive as long as the call.
+    OpCall call(std::array<Tensor, 3>& in, std::array<void*, 1>& params) {
+        in = {Tensor{dq.as<void>(), q_shape}, Tensor{dk.as<void>(), kv_shape}, Tensor{dv.as<void>(), kv_shape}};
+        params = {lse.as<void>()};
+        return {in, params, o.as<void>(), q_shape, shape.head_dim};
+    }
+
+    /// Values rounded to `dtype` (what the device holds and the reference reads), from
+    /// xorshift64* streams, one per thread, seeded from the clock: 10⁹ in about a second.
+    static std::vector<float> random(std::size_t n, Scalar dtype) {
+        const std::uint64_t seed = std::chrono::steady_clock::now().time_since_epoch().count();
+        std::vector<float> v(n);
+        const std::size_t threads = std::max(1u, std::thread::hardware_concurrency()), share = n / threads + 1;
+        std::vector<std::jthread> workers;
+        for (std::size_t t = 0; t < threads; ++t)
+            workers.emplace_back([&, t] {
+                std::uint64_t state = (seed + t) * 0x9e3779b97f4a7c15ull | 1;
+                for (std::size_t i = t * share; i < std::min(n, (t + 1) * share); ++i) {
+                    state ^= state >> 12, state ^= state << 25, state ^= state >> 27;
+                    v[i] = from_16bit(
+                        to_16bit(static_cast<float>((state * 2685821657736338717ull) >> 40) / 4194304.0f - 2.0f, dtype),
+                        dtype);
+                }
+            });
+        return v;
+    }
+    static DeviceBuffer upload(const Device& device, const std::vector<std::uint16_t>& host) {
+        DeviceBuffer d(device, std::max<std::size_t>(16, host.size() * 2));
+        if (!host.empty()) d.upload(std::span<const std::uint16_t>(host));
+        return d;
+    }
+};
+
+/// The outputs against the float64 reference: ‖o − ref‖/‖ref‖ over the rows checked, LSE's
+/// largest error, and whether every output element was written (NaN-poisoned before the run).
+struct AttentionCheck {
+    double error = 0, lse_error = 0;
+    std::size_t rows = 0;
+    bool all_written = true;
+    double tolerance = 0;
+    static constexpr double lse_tolerance = 2e-4;  // absolute: the log-sum-exp is an fp32 sum's log
+    [[nodiscard]] bool passed() const { return all_written && error <= tolerance && lse_error <= lse_tolerance; }
+};
+
+AttentionCheck check(const AttentionForwardOp& op, Runtime& rt, const Stream& stream, AttentionTensors& t) {
+    const AttentionShape& s = t.shape;
+    t.o.fill(0xff);  // NaN in f16 and bf16
+    t.lse.fill(0xff);
+    std::array<Tensor, 3> in;
+    std::array<void*, 1> params;
+    op.forward(rt, stream, t.call(in, params));
+    stream.synchronize();
+    std::vector<std::uint16_t> stored(t.q.size());
+    std::vector<float> lse(std::size_t(s.batch) * s.heads * s.seq);
+    t.o.download(std::span(stored));
+    t.lse.download(std::span(lse));
+    const auto o = from_attention_layout(stored, s.heads, s.seq, s.head_dim, t.layout, s.dtype);
+    const auto ref = attention_reference(s, t.q, t.k, t.v, 0, t.rows);
+    AttentionCheck c{.rows = ref.lse.size(), .tolerance = s.dtype == Scalar::f16 ? 2e-3 : 8e-3};
+    c.all_written = std::ranges::all_of(o, [](float x) { return std::isfinite(x); }) &&
+                    std::ranges::none_of(lse, [](float x) { return std::isnan(x); });
+    double diff = 0, norm = 0;
+    for (std::size_t n = 0; n < c.rows; ++n) {
+        const std::size_t row = t.rows.empty() ? n : t.rows[n];
+        for (int e = 0; e < s.head_dim; ++e) {
+            const double d = o[row * s.head_dim + e] - ref.o[n * s.head_dim + e];
+            diff += d * d;
+            norm += ref.o[n * s.head_dim + e] * ref.o[n * s.head_dim + e];
+        }
+        if (std::isfinite(ref.lse[n])) c.lse_error = std::max(c.lse_error, std::abs(lse[row] - ref.lse[n]));
+        else if (!(std::isinf(lse[row]) && lse[row] < 0)) c.lse_error = INFINITY;
+    }
+    c.error = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+    return c;
+}
+
+struct Timed {
+    double us, b2b_us;
+};
+constexpr int back_to_back = 20;  // calls a graph holds for the back-to-back time
+
+Timed time(const AttentionForwardOp& op, Runtime& rt, const Stream& stream, AttentionTensors& t, int iters) {
+    std::array<Tensor, 3> in;
+    std::array<void*, 1> params;
+    const OpCall call = t.call(in, params);
+    return {time_forward(op, rt, stream, call, iters),
+            time_forward(op, rt, stream, call, std::max(3, iters / 10), back_to_back)};  // as many calls in all
+}
+
+std::string check_text(const AttentionCheck& c, const AttentionTensors& t) {
+    const std::size_t all = std::size_t(t.shape.batch) * t.shape.heads * t.shape.seq;
+    return fmt::format(
+        "error ‖o−ref‖/‖ref‖ = {:.2e} (tolerance {:.0e}), log-sum-exp within {:.1e} (tolerance {:.0e}), "
+        "against the float64 CPU reference on {}{}",
+        c.error, c.tolerance, c.lse_error, AttentionCheck::lse_tolerance,
+        c.rows == all ? "every row" : fmt::format("{} of {} rows", c.rows, all),
+        c.all_written ? "" : "\n  WRONG: some outputs were not written (still NaN)");
+}
+
+}  // namespace
+
+int run_attention(const Common& common, int batch, const AttentionOptions& o, const std::string& config, int iters) {
+    const AttentionShape s = shape_of(batch, o);
+    const std::optional<AttentionTiles> given = config.empty() ? std::nullopt
+                                                               : std::optional(parse_attention_config(config));
+    const Device device = gpu_or_explain("run");
+    Runtime& rt = runtime(common);
+    const DeviceTraits traits = DeviceTraits::of(device);
+    Stream stream(device);
+    const AttentionPick pick = given ? AttentionPick{*given, false}
+                                     : pick_attention(s, traits, device.name(), driver_version(), rt.cache());
+    pick.tiles.validate(s.head_dim, traits.max_shared_bytes);
+    const std::string why = attention_dispatch_reason(s, traits);
+    const std::string dispatched = attention_config(dispatch_attention(s, traits));
+    const char* source = given ? "config" : pick.tuned ? "tuned" : "dispatch";
+    std::string ran;
+    if (pick.tuned)
+        ran = fmt::format("\n  ran: the tuned winner stored for this problem, device and driver (dispatch picks {})",
+                          dispatched);
+    else if (given && *given != dispatch_attention(s, traits))
+        ran = fmt::format("\n  ran: --config (dispatch picks {})", dispatched);
+
+    const AttentionForwardOp op(s.dtype, s.head_dim, s.causal, pick.tiles, layout_of(o));
+    AttentionTensors t(device, s, layout_of(o));
+    const auto [us, b2b_us] = time(op, rt, stream, t, std::max(1, iters));
+    const auto start = std::chrono::steady_clock::now();
+    const AttentionCheck c = check(op, rt, stream, t);
+    const double reference_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double tflops = s.flops() / us / 1e6, b2b_tflops = s.flops() / b2b_us / 1e6;
+    if (common.json) {
+        const nlohmann::json j{{"kernel", op.kernel().id()},
+                               {"problem", s.key()},
+                               {"layout", o.layout},
+                               {"config", attention_config(pick.tiles)},
+                               {"dispatch", why},
+                               {"dispatch_config", dispatched},
+                               {"source", source},
+                               {"device", device.name()},
+                               {"relative_error", c.error},
+                               {"lse_error", c.lse_error},
+                               {"rows_checked", c.rows},
+                               {"all_written", c.all_written},
+                               {"tolerance", c.tolerance},
+                               {"passed", c.passed()},
+                               {"reference_s", reference_s},
+                               {"flops", s.flops()},
+                               {"median_us", us},
+                               {"tflops", tflops},
+                               {"b2b_us", b2b_us},
+                               {"b2b_tflops", b2b_tflops}};
+        fmt::print("{}\n", j.dump(2));
+    } else {
+        fmt::print(
+            "{} [{}] on {}\n  problem: {} ({})\n  dispatch: {}{}\n  {} ({:.1f} s)\n  median {:.1f} µs over {} "
+            "graph replays, {:.1f} TFLOP/s; back to back ({} a graph) {:.1f} µs, {:.1f} TFLOP/s\n",
+            op.kernel().id(), attention_config(pick.tiles), device.name(), s.key(), o.layout, why, ran,
+            check_text(c, t), reference_s, us, iters, tflops, back_to_back, b2b_us, b2b_tflops);
+    }
+    return c.passed() ? ok : failure;
+}
+
+int tune_attention(const Common& common, int batch, const AttentionOptions& o, int iters) {
+    const AttentionShape s = shape_of(batch, o);
+    const Device device = gpu_or_explain("tune");
+    Runtime& rt = runtime(common);
+    const DeviceTraits traits = DeviceTraits::of(device);
+    Stream stream(device);
+    AttentionTensors t(device, s, layout_of(o));
+    struct Candidate {
+        AttentionTiles tiles;
+        double us;
+        AttentionCheck check;
+        std::string source_hash;
+    };
+    std::vector<Candidate> timed;
+    std::vector<std::string> refused;
+    for (const AttentionTiles& tiles : AttentionTiles::configurations()) {
+        try {
+            tiles.validate(s.head_dim, traits.max_shared_bytes);
+        } catch (const UsageError& e) {
+            refused.push_back(e.what());
+            continue;
+        }
+        const AttentionForwardOp op(s.dtype, s.head_dim, s.causal, tiles, layout_of(o));
+        const double us = time(op, rt, stream, t, std::max(1, iters)).us;
+        timed.push_back({tiles, us, check(op, rt, stream, t), op.kernel().source_hash()});
+    }
+    std::ranges::sort(timed, {}, &Candidate::us);
+    const auto winner = std::ranges::find_if(timed, [](const Candidate& c) { return c.check.passed(); });
+    if (winner != timed.end())
+        store_tuned(rt.cache(), TunedConfig{.kernel = std::string(attention_family),
+                                            .shape = s.key(),
+                                            .device = device.name(),
+                                            .arch = traits.arch.name(),
+                                            .driver = driver_version(),
+                                            .source_hash = winner->source_hash,
+                                            .config = attention_config(winner->tiles),
+                                            .microseconds = winner->us});
+    if (common.json) {
+        nlohmann::json tried = nlohmann::json::array();
+        for (const Candidate& c : timed)
+            tried.push_back({{"config", attention_config(c.tiles)},
+                             {"median_us", c.us},
+                             {"tflops", s.flops() / c.us / 1e6},
+                             {"relative_error", c.check.error},
+                             {"passed", c.check.passed()}});
+        fmt::print("{}\n",
+                   nlohmann::json{{"problem", s.key()},
+                                  {"winner", winner != timed.end() ? nlohmann::json(attention_config(winner->tiles))
+                                                                   : nlohmann::json()},
+                                  {"refused", refused},
+                                  {"tried", tried}}
+                       .dump(2));
+    } else {
+        fmt::print("{} on {} ({}, driver {}): {} configurations\n", s.key(), device.name(), traits.arch.name(),
+                   driver_version(), timed.size());
+        for (const Candidate& c : timed)
+            fmt::print("  {:>9.1f} µs  {:>6.1f} TFLOP/s  {}{}\n", c.us, s.flops() / c.us / 1e6,
+                       attention_config(c.tiles),
+                       c.check.passed() ? "" : fmt::format("  WRONG (error {:.2e}), passed over", c.check.error));
+        for (const auto& r : refused) fmt::print("  did not run: {}\n", r);
+        if (winner != timed.end())
+            fmt::print("  winner {}, stored: kjit run uses it from now on\n", attention_config(winner->tiles));
+        else fmt::print("  no configuration matched the float64 reference: nothing stored\n");
+    }
+    return winner != timed.end() ? ok : failure;
+}
+
+}  // namespace kjit::cli

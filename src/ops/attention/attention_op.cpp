@@ -1,0 +1,228 @@
+// The attention forward as a RuntimeOp (kjit/attention.hpp): the problem, the tile
+// configurations, and how a call's tensors become kernels_src/flash_attention2_forward.cu's
+// arguments.
+#include <kjit/attention.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ops/op_checks.hpp"
+
+namespace kjit {
+
+using detail::as_i32;
+using detail::non_null;
+using detail::require;
+
+namespace {
+bool is_16bit(Scalar s) { return s == Scalar::f16 || s == Scalar::bf16; }
+bool supported_head_dim(int d) { return d == 64 || d == 96 || d == 128; }
+constexpr int max_grid_yz = 65535;  // heads and batch are the grid's y and z
+}  // namespace
+
+// ---- the problem ------------------------------------------------------------------------------------
+
+void AttentionShape::validate() const {
+    require(batch >= 1 && heads >= 1 && kv_heads >= 1 && seq >= 1 && kv_seq >= 0,
+            "attention sizes must be positive (kv_seq may be 0): batch {} heads {} kv_heads {} seq {} kv_seq {}", batch,
+            heads, kv_heads, seq, kv_seq);
+    require(heads % kv_heads == 0,
+            "kv_heads {} must divide heads {}: each key/value head serves heads / kv_heads query heads", kv_heads,
+            heads);
+    require(supported_head_dim(head_dim), "head_dim {} has no kernel: use 64, 96 or 128", head_dim);
+    require(is_16bit(dtype), "attention takes f16 or bf16 tensors, not {}", short_name(dtype));
+    require(heads <= max_grid_yz && batch <= max_grid_yz, "heads {} and batch {} must each be at most {}", heads, batch,
+            max_grid_yz);
+}
+
+double AttentionShape::flops() const {
+    double pairs = static_cast<double>(seq) * kv_seq;  // (query, key) pairs computed
+    if (causal) {                                      // query i sees min(i + 1, kv_seq) keys
+        const double full = std::min(seq, kv_seq);
+        pairs = full * (full + 1) / 2 + static_cast<double>(std::max(0, seq - kv_seq)) * kv_seq;
+    }
+    return 4.0 * batch * heads * pairs * head_dim;
+}
+
+std::string AttentionShape::key() const {
+    return fmt::format("b{}_h{}_hk{}_s{}_sk{}_d{}_{}{}", batch, heads, kv_heads, seq, kv_seq, head_dim,
+                       short_name(dtype), causal ? "_causal" : "");
+}
+
+AttentionStrides AttentionStrides::of(AttentionLayout layout, int heads, int seq, int head_dim) {
+    const std::int64_t h = heads, s = seq, d = head_dim;
+    if (layout == AttentionLayout::bshd) return {s * h * d, d, h * d};
+    return {h * s * d, s * d, d};
+}
+
+// ---- tiles ---------------------------------------------------------------------------------------------
+
+std::span<const AttentionTiles> AttentionTiles::configurations() {
+    static constexpr AttentionTiles all[] = {{64, 64}, {64, 128}, {128, 32}, {128, 64}, {128, 128}};
+    return all;
+}
+
+unsigned AttentionTiles::threads() const { return static_cast<unsigned>(block_m / 16 * 32); }
+
+unsigned AttentionTiles::shared_bytes(int head_dim) const {
+    return static_cast<unsigned>((block_m + 4 * block_n) * (head_dim + 8) * 2);
+}
+
+void AttentionTiles::validate(int head_dim, int max_shared_bytes) const {
+    require(
+        block_m % 16 == 0 && block_n % 16 == 0 && block_m >= 16 && block_n >= 16 && block_m <= 128 && block_n <= 128,
+        "attention tiles BLOCK_M={} BLOCK_N={}: both must be multiples of 16 from 16 to 128", block_m, block_n);
+    require(supported_head_dim(head_dim), "head_dim {} has no kernel: use 64, 96 or 128", head_dim);
+    require(shared_bytes(head_dim) <= static_cast<unsigned>(max_shared_bytes),
+            "attention tiles BLOCK_M={} BLOCK_N={} at head_dim {} need {} bytes of shared memory, over the device's "
+            "{}: use smaller tiles",
+            block_m, block_n, head_dim, shared_bytes(head_dim), max_shared_bytes);
+}
+
+std::string attention_config(const AttentionTiles& t) {
+    return fmt::format("BLOCK_M={} BLOCK_N={}", t.block_m, t.block_n);
+}
+
+AttentionTiles parse_attention_config(std::string_view text) {
+    AttentionTiles t{0, 0};
+    if (std::sscanf(std::string(text).c_str(), "BLOCK_M=%d BLOCK_N=%d", &t.block_m, &t.block_n) != 2 ||
+        attention_config(t) != text)
+        throw UsageError(fmt::format("attention configuration '{}' is not 'BLOCK_M=<rows> BLOCK_N=<keys>' (e.g. {})",
+                                     text, attention_config({128, 64})));
+    return t;
+}
+
+// ---- the op --------------------------------------------------------------------------------------------
+
+namespace {
+/// The kernel of these constants; UsageError for constants no kernel has.
+Kernel attention_kernel(Scalar dtype, int head_dim, bool causal, AttentionTiles tiles) {
+    AttentionShape{.head_dim = head_dim, .dtype = dtype}.validate();
+    tiles.validate(head_dim, std::numeric_limits<int>::max());  // the device's limit is checked at dispatch
+    const ParamType t{dtype, true};
+    std::vector<Param> params{{"q", t}, {"k", t}, {"v", t}, {"o", t}, {"lse", {Scalar::f32, true}}};
+    for (const char* n : {"heads", "kv_heads", "seq", "kv_seq"}) params.push_back({n, {Scalar::i32}});
+    params.push_back({"scale", {Scalar::f32}});
+    for (const char* tensor : {"q", "k", "v", "o"})
+        for (const char* dim : {"batch", "head", "row"})
+            params.push_back({fmt::format("{}_{}", tensor, dim), {Scalar::i64}});
+    return Kernel(KernelSpec{std::string(attention_family),
+                             {{"DTYPE", dtype},
+                              {"BLOCK_M", std::int64_t{tiles.block_m}},
+                              {"BLOCK_N", std::int64_t{tiles.block_n}},
+                              {"HEAD_DIM", std::int64_t{head_dim}},
+                              {"CAUSAL", causal}},
+                             std::move(params),
+                             tiles.threads()});
+}
+}  // namespace
+
+AttentionForwardOp::AttentionForwardOp(Scalar dtype, int head_dim, bool causal, AttentionTiles tiles,
+                                       AttentionLayout layout, float scale)
+    : dtype_(dtype),
+      head_dim_(head_dim),
+      causal_(causal),
+      tiles_(tiles),
+      layout_(layout),
+      scale_(scale > 0 ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim))),
+      kernel_(attention_kernel(dtype, head_dim, causal, tiles)) {}
+
+AttentionShape AttentionForwardOp::shape_of(std::span<const ShapeView> in) const {
+    require(in.size() == 3, "attention takes 3 inputs (q, k, v), {} given", in.size());
+    const char* order = layout_ == AttentionLayout::bhsd ? "[B, H, S, D]" : "[B, S, H, D]";
+    for (std::size_t i = 0; i < 3; ++i)
+        require(in[i].size() == 4, "attention input {} must be {} (4 dimensions), got [{}]", "qkv"[i], order,
+                fmt::join(in[i], ", "));
+    const auto dims = [&](ShapeView s) {  // batch, heads, seq, head dim
+        return layout_ == AttentionLayout::bhsd ? std::array{s[0], s[1], s[2], s[3]}
+                                                : std::array{s[0], s[2], s[1], s[3]};
+    };
+    const auto q = dims(in[0]), k = dims(in[1]), v = dims(in[2]);
+    require(k == v, "attention k and v must have one shape {}: k is [{}], v is [{}]", order, fmt::join(in[1], ", "),
+            fmt::join(in[2], ", "));
+    require(q[0] == k[0] && q[3] == k[3], "attention q [{}] and k [{}] must agree on batch and head dim ({})",
+            fmt::join(in[0], ", "), fmt::join(in[1], ", "), order);
+    require(q[3] == static_cast<std::size_t>(head_dim_), "this attention op was built for head_dim {}, q has {}",
+            head_dim_, q[3]);
+    AttentionShape s{as_i32(q[0], "batch"),
+                     as_i32(q[1], "heads"),
+                     as_i32(k[1], "kv_heads"),
+                     as_i32(q[2], "seq"),
+                     as_i32(k[2], "kv_seq"),
+                     head_dim_,
+                     causal_,
+                     dtype_};
+    s.validate();
+    return s;
+}
+
+Shape AttentionForwardOp::compute_concrete_output_shape(std::span<const ShapeView> in, ShapeView) const {
+    (void)shape_of(in);
+    return Shape(in[0].begin(), in[0].end());
+}
+
+std::vector<Shape> AttentionForwardOp::param_shapes(std::span<const ShapeView> in, ShapeView) const {
+    const AttentionShape s = shape_of(in);
+    return {{static_cast<std::size_t>(s.batch), static_cast<std::size_t>(s.heads), static_cast<std::size_t>(s.seq)}};
+}
+
+std::span<const std::string_view> AttentionForwardOp::param_names() const {
+    static constexpr std::string_view names[] = {"lse"};
+    return names;
+}
+
+Dims AttentionForwardOp::grid(ShapeView out) const {
+    const std::size_t seq = layout_ == AttentionLayout::bhsd ? out[2] : out[1];
+    const std::size_t heads = layout_ == AttentionLayout::bhsd ? out[1] : out[2];
+    return {static_cast<unsigned>(ceil_div<std::size_t>(seq, tiles_.block_m)), static_cast<unsigned>(heads),
+            static_cast<unsigned>(out[0])};
+}
+
+unsigned AttentionForwardOp::shared_bytes_for_launch(std::size_t) const { return tiles_.shared_bytes(head_dim_); }
+
+void AttentionForwardOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
+    require(call.inputs.size() == 3, "attention takes 3 inputs (q, k, v), {} given", call.inputs.size());
+    const std::array<ShapeView, 3> shapes{call.inputs[0].shape, call.inputs[1].shape, call.inputs[2].shape};
+    const AttentionShape s = shape_of(shapes);
+    require(std::ranges::equal(call.output_shape, shapes[0]), "attention output o [{}] must have q's shape [{}]",
+            fmt::join(call.output_shape, ", "), fmt::join(shapes[0], ", "));
+    require(call.output_row_stride == head_dim_ && call.output_image_stride == 0,
+            "attention writes dense rows of head_dim {}: output_row_stride {} and image stride {} are not", head_dim_,
+            call.output_row_stride, call.output_image_stride);
+    for (std::size_t i = 0; i < 3; ++i)
+        require(
+            call.inputs[i].image_stride == 0 || call.inputs[i].image_stride == element_count(shapes[i]) / shapes[i][0],
+            "attention input {} must be dense: image stride {} given", "qkv"[i], call.inputs[i].image_stride);
+    require(call.params.size() == 1, "attention has 1 parameter slot (lse), {} given", call.params.size());
+    const auto aligned = [](const void* p, const char* what) {
+        require(reinterpret_cast<std::uintptr_t>(non_null(const_cast<void*>(p), what)) % 16 == 0,
+                "attention {} must be 16-byte aligned (the kernel moves 16-byte pieces of rows)", what);
+    };
+    aligned(call.inputs[0].data, "q");
+    aligned(call.inputs[1].data, "k");
+    aligned(call.inputs[2].data, "v");
+    aligned(call.output, "o");
+    visitor.visit_ptr(call.inputs[0].data);
+    visitor.visit_ptr(call.inputs[1].data);
+    visitor.visit_ptr(call.inputs[2].data);
+    visitor.visit_ptr(call.output);
+    visitor.visit_ptr(non_null(call.params[0], "lse"));
+    for (int v : {s.heads, s.kv_heads, s.seq, s.kv_seq}) visitor.visit_i32(v);
+    visitor.visit_f32(scale_);
+    const AttentionStrides q = AttentionStrides::of(layout_, s.heads, s.seq, head_dim_);
+    const AttentionStrides kv = AttentionStrides::of(layout_, s.kv_heads, s.kv_seq, head_dim_);
+    for (const AttentionStrides& t : {q, kv, kv, q}) {
+        visitor.visit_i64(t.batch);
+        visitor.visit_i64(t.head);
+        visitor.visit_i64(t.row);
+    }
+}
+
+}  // namespace kjit

@@ -1,0 +1,73 @@
+// Which attention tiles run a problem: dispatch's rule (kjit/attention.hpp), what `kjit run`
+// prints of it, and the tuned winner `kjit tune flash_attention2` stored where there is one.
+#include <kjit/attention.hpp>
+
+#include <fmt/format.h>
+#include <kjit/tuning.hpp>
+
+#include "jit/log.hpp"
+#include "kjit/ceil_div.cuh"
+#include "ops/op_checks.hpp"
+
+namespace kjit {
+
+using detail::require;
+
+namespace {
+/// Blocks a grid of `block_m`-row query tiles launches.
+long long blocks(const AttentionShape& s, int block_m) {
+    return ceil_div<long long>(s.seq, block_m) * s.heads * s.batch;
+}
+
+/// 128 keys a step (on an H100, BLOCK_N=128 ran 1.3× BLOCK_N=64 at head dim 128: fewer passes of
+/// the softmax's reductions and barriers per key), halved until the tiles fit shared memory.
+AttentionTiles fitted(int block_m, const AttentionShape& s, const DeviceTraits& traits) {
+    AttentionTiles t{block_m, 128};
+    while (t.block_n > 32 && t.shared_bytes(s.head_dim) > static_cast<unsigned>(traits.max_shared_bytes))
+        t.block_n /= 2;
+    return t;
+}
+}  // namespace
+
+AttentionTiles dispatch_attention(const AttentionShape& s, const DeviceTraits& traits) {
+    s.validate();
+    require(traits.arch.number() >= 80,
+            "flash_attention2_forward needs sm_80 or newer (16-bit mma.sync); this device is {}", traits.arch.name());
+    // 128 query rows a block (8 warps) unless that leaves multiprocessors idle: then 64.
+    const int block_m = blocks(s, 128) >= traits.multiprocessors ? 128 : 64;
+    AttentionTiles t = fitted(block_m, s, traits);
+    t.validate(s.head_dim, traits.max_shared_bytes);
+    return t;
+}
+
+std::string attention_dispatch_reason(const AttentionShape& s, const DeviceTraits& traits) {
+    const AttentionTiles t = dispatch_attention(s, traits);
+    return fmt::format(
+        "mma.sync m16n8k16 mainloop, {} query rows a block ({} blocks for {} multiprocessors), {} keys "
+        "a step at head_dim {}",
+        t.block_m, blocks(s, t.block_m), traits.multiprocessors, t.block_n, s.head_dim);
+}
+
+AttentionPick pick_attention(const AttentionShape& s, const DeviceTraits& traits, const std::string& device_name,
+                             const std::string& driver, Cache& cache) {
+    const std::string key = s.key();
+    for (const TunedConfig& winner :
+         find_tuned(cache, std::string(attention_family), key, device_name, traits.arch.name(), driver)) {
+        try {
+            const AttentionTiles tiles = parse_attention_config(winner.config);
+            tiles.validate(s.head_dim, traits.max_shared_bytes);
+            if (AttentionForwardOp(s.dtype, s.head_dim, s.causal, tiles).kernel().source_hash() == winner.source_hash)
+                return {tiles, true};
+            detail::warn(
+                fmt::format("the tuned attention winner for {} was timed on an earlier kernel source (kjit "
+                            "tune times it again): dispatch picks instead",
+                            key));
+        } catch (const UsageError& e) {
+            detail::warn(fmt::format("ignoring the tuned attention configuration '{}' for {}: {}", winner.config, key,
+                                     e.what()));
+        }
+    }
+    return {dispatch_attention(s, traits), false};
+}
+
+}  // namespace kjit

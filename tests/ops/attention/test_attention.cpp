@@ -1,0 +1,288 @@
+// The attention op without a GPU: the problem's checks, tiles, dispatch, how a call's tensors
+// become the kernel's arguments, the float64 reference on cases worked by hand, the host's
+// 16-bit conversions, and every shipped configuration through NVRTC.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <kjit/attention.hpp>
+#include <kjit/compile.hpp>
+#include <kjit/registry.hpp>
+
+#include "ops/op_test_support.hpp"
+#include "support.hpp"
+
+using namespace kjit;
+using test::error_of;
+using test::fake;
+
+namespace {
+bool says(const std::string& message, std::string_view part) {
+    CAPTURE(message);
+    return message.find(part) != std::string::npos;
+}
+const DeviceTraits h100{132, 232448, Arch(9, 0)};
+const DeviceTraits a6000{84, 101376, Arch(8, 6)};
+}  // namespace
+
+TEST_CASE("an attention problem says what no kernel supports, and counts its work") {
+    AttentionShape s{.batch = 2, .heads = 8, .kv_heads = 2, .seq = 100, .kv_seq = 300, .head_dim = 128};
+    CHECK_NOTHROW(s.validate());
+    CHECK(s.key() == "b2_h8_hk2_s100_sk300_d128_bf16");
+    CHECK(s.flops() == doctest::Approx(4.0 * 2 * 8 * 100 * 300 * 128));
+    s.causal = true;  // row i sees min(i + 1, 300) keys: 1 + 2 + … + 100
+    CHECK(s.key() == "b2_h8_hk2_s100_sk300_d128_bf16_causal");
+    CHECK(s.flops() == doctest::Approx(4.0 * 2 * 8 * 5050 * 128));
+    s.seq = 5, s.kv_seq = 3;  // rows 0, 1, 2 see 1, 2, 3 keys; rows 3 and 4 all 3
+    CHECK(s.flops() == doctest::Approx(4.0 * 2 * 8 * (6 + 6) * 128));
+
+    CHECK(says(error_of([&] { AttentionShape{.heads = 6, .kv_heads = 4}.validate(); }),
+               "kv_heads 4 must divide heads 6"));
+    CHECK(says(error_of([&] { AttentionShape{.head_dim = 80}.validate(); }),
+               "head_dim 80 has no kernel: use 64, 96 or 128"));
+    CHECK(says(error_of([&] { AttentionShape{.dtype = Scalar::f32}.validate(); }), "f16 or bf16 tensors, not f32"));
+    CHECK(says(error_of([&] { AttentionShape{.seq = 0}.validate(); }), "must be positive"));
+    CHECK(says(error_of([&] { AttentionShape{.batch = 70000}.validate(); }), "at most 65535"));
+    CHECK_NOTHROW(AttentionShape{.kv_seq = 0}.validate());  // no keys: O = 0, LSE = −∞
+}
+
+TEST_CASE("attention tiles: shared memory, the limits they are checked against, configurations as text") {
+    CHECK(AttentionTiles{128, 64}.threads() == 256);
+    CHECK(AttentionTiles{64, 128}.threads() == 128);
+    CHECK(AttentionTiles{128, 64}.shared_bytes(128) == (128 + 4 * 64) * 136 * 2);
+    for (const auto& t : AttentionTiles::configurations())
+        for (int d : {64, 96, 128}) CHECK_NOTHROW(t.validate(d, h100.max_shared_bytes));
+    CHECK(says(error_of([] {
+                   AttentionTiles{128, 128}.validate(128, a6000.max_shared_bytes);
+               }),
+               "need 174080 bytes of shared memory, over the device's 101376"));
+    CHECK(says(error_of([] { AttentionTiles{48, 40}.validate(64, 1 << 20); }), "multiples of 16 from 16 to 128"));
+    CHECK(says(error_of([] { AttentionTiles{256, 64}.validate(64, 1 << 20); }), "multiples of 16 from 16 to 128"));
+
+    CHECK(attention_config({128, 64}) == "BLOCK_M=128 BLOCK_N=64");
+    CHECK(parse_attention_config("BLOCK_M=64 BLOCK_N=128") == AttentionTiles{64, 128});
+    for (const char* bad : {"", "BLOCK_M=64", "BLOCK_M=64 BLOCK_N=128 extra", "BLOCK_N=64 BLOCK_M=128"})
+        CHECK(says(error_of([&] { (void)parse_attention_config(bad); }), "is not 'BLOCK_M=<rows> BLOCK_N=<keys>'"));
+}
+
+TEST_CASE("attention dispatch: whole multiprocessors busy, tiles that fit the device, sm_80 or newer") {
+    const AttentionShape big{.batch = 4, .heads = 16, .seq = 4096, .kv_seq = 4096, .head_dim = 128};
+    CHECK(dispatch_attention(big, h100) == AttentionTiles{128, 128});
+    CHECK(dispatch_attention(big, a6000) == AttentionTiles{128, 32});  // 99 KB of shared memory
+    AttentionShape narrow = big;
+    narrow.head_dim = 64;
+    CHECK(dispatch_attention(narrow, h100) == AttentionTiles{128, 128});
+    // 4 query tiles × 8 heads = 32 blocks of 128 rows would leave most of 132 SMs idle.
+    const AttentionShape small{.batch = 1, .heads = 8, .seq = 512, .kv_seq = 512, .head_dim = 128};
+    CHECK(dispatch_attention(small, h100).block_m == 64);
+    // Every pick fits the device it was made for.
+    for (const DeviceTraits& t : {h100, a6000})
+        for (int d : {64, 96, 128})
+            for (int seq : {1, 77, 1024, 8192}) {
+                const AttentionShape s{.batch = 2, .heads = 8, .seq = seq, .kv_seq = seq, .head_dim = d};
+                CHECK(dispatch_attention(s, t).shared_bytes(d) <= static_cast<unsigned>(t.max_shared_bytes));
+            }
+    CHECK(says(attention_dispatch_reason(small, h100), "64 query rows a block (64 blocks for 132 multiprocessors)"));
+    CHECK(says(error_of([&] {
+                   (void)dispatch_attention(small, DeviceTraits{40, 65536, Arch(7, 5)});
+               }),
+               "needs sm_80 or newer"));
+}
+
+TEST_CASE("the attention op packs q, k, v, o, lse, the sizes and each tensor's strides, in either layout") {
+    const AttentionForwardOp op(Scalar::f16, 64, true, {128, 64});
+    CHECK(op.kernel().id() == "flash_attention2_forward__f16__f32__f16__128__64__64__true");
+    CHECK(op.kernel().max_threads_per_block() == 256);
+    CHECK(op.shared_bytes_for_launch(0) == (128 + 256) * 72 * 2);
+    const Shape q{2, 8, 300, 64}, kv{2, 2, 500, 64};
+    const std::array<Tensor, 3> in{Tensor{fake(0x1000), q}, Tensor{fake(0x2000), kv}, Tensor{fake(0x3000), kv}};
+    const std::array<ShapeView, 3> shapes{q, kv, kv};
+    CHECK(op.compute_concrete_output_shape(shapes, {}) == q);
+    CHECK(op.param_shapes(shapes, q) == std::vector<Shape>{{2, 8, 300}});
+    CHECK(op.param_names().front() == "lse");
+    CHECK(op.grid(q) == Dims{3, 8, 2});
+    void* lse = fake(0x5000);
+    test::Recorder r;
+    op.pack_args({in, std::span(&lse, 1), fake(0x4000), q, 64}, r);
+    REQUIRE(r.args.size() == 5 + 4 + 1 + 12);
+    CHECK(r.p(0) == fake(0x1000));
+    CHECK(r.p(3) == fake(0x4000));
+    CHECK(r.p(4) == fake(0x5000));
+    CHECK(r.i(5) == 8);    // heads
+    CHECK(r.i(6) == 2);    // kv_heads
+    CHECK(r.i(7) == 300);  // seq
+    CHECK(r.i(8) == 500);  // kv_seq
+    CHECK(std::get<double>(r.args[9]) == doctest::Approx(0.125));
+    CHECK(r.i(10) == 8 * 300 * 64);  // q: batch, head, row strides of [B, H, S, D]
+    CHECK(r.i(11) == 300 * 64);
+    CHECK(r.i(12) == 64);
+    CHECK(r.i(13) == 2 * 500 * 64);  // k
+    CHECK(r.i(14) == 500 * 64);
+
+    // [B, S, H, D]: the same problem, other strides.
+    const AttentionForwardOp bshd(Scalar::bf16, 128, false, {64, 64}, AttentionLayout::bshd, 0.5f);
+    const Shape q2{2, 300, 8, 128}, kv2{2, 500, 2, 128};
+    const std::array<Tensor, 3> in2{Tensor{fake(0x1000), q2}, Tensor{fake(0x2000), kv2}, Tensor{fake(0x3000), kv2}};
+    const std::array<ShapeView, 3> shapes2{q2, kv2, kv2};
+    CHECK(bshd.shape_of(shapes2) ==
+          AttentionShape{.batch = 2, .heads = 8, .kv_heads = 2, .seq = 300, .kv_seq = 500, .head_dim = 128});
+    CHECK(bshd.grid(q2) == Dims{5, 8, 2});
+    test::Recorder r2;
+    bshd.pack_args({in2, std::span(&lse, 1), fake(0x4000), q2, 128}, r2);
+    CHECK(std::get<double>(r2.args[9]) == doctest::Approx(0.5));
+    CHECK(r2.i(10) == 300 * 8 * 128);
+    CHECK(r2.i(11) == 128);
+    CHECK(r2.i(12) == 8 * 128);
+    CHECK(r2.i(19) == 300 * 8 * 128);  // o like q
+    CHECK(r2.i(20) == 128);
+    CHECK(r2.i(21) == 8 * 128);
+}
+
+TEST_CASE("the attention op refuses tensors its kernel cannot take, saying what to change") {
+    const AttentionForwardOp op(Scalar::bf16, 64, false, {64, 64});
+    const Shape q{1, 4, 10, 64}, kv{1, 2, 12, 64};
+    void* lse = fake(0x5000);
+    const auto pack = [&](std::array<Tensor, 3> in, void* out, Shape out_shape, int row_stride = 64) {
+        test::Recorder r;
+        op.pack_args({in, std::span(&lse, 1), out, out_shape, row_stride}, r);
+    };
+    const Tensor k{fake(0x2000), kv}, v{fake(0x3000), kv};
+    CHECK(says(error_of([&] { pack({Tensor{fake(0x1008), q}, k, v}, fake(0x4000), q); }), "q must be 16-byte aligned"));
+    CHECK(says(error_of([&] { pack({Tensor{fake(0x1000), q}, k, v}, nullptr, q); }), "o is a null pointer"));
+    CHECK(says(error_of([&] {
+                   pack({Tensor{fake(0x1000), q}, k, v}, fake(0x4000), q, 72);
+               }),
+               "dense rows of head_dim 64"));
+    CHECK(says(error_of([&] {
+                   pack({Tensor{fake(0x1000), q}, k, v}, fake(0x4000), {1, 4, 11, 64});
+               }),
+               "must have q's shape"));
+    const Shape other{1, 2, 13, 64}, wide{1, 4, 10, 128}, three{4, 10, 64}, odd_heads{1, 3, 12, 64};
+    CHECK(says(error_of([&] {
+                   pack({Tensor{fake(0x1000), q}, k, Tensor{fake(0x3000), other}}, fake(0x4000), q);
+               }),
+               "k and v must have one shape"));
+    CHECK(says(error_of([&] {
+                   pack({Tensor{fake(0x1000), wide}, k, v}, fake(0x4000), wide, 128);
+               }),
+               "must agree on batch and head dim"));
+    CHECK(says(error_of([&] {
+                   pack({Tensor{fake(0x1000), three}, k, v}, fake(0x4000), three);
+               }),
+               "input q must be [B, H, S, D]"));
+    CHECK(says(error_of([&] {
+                   pack({Tensor{fake(0x1000), q}, Tensor{fake(0x2000), odd_heads}, Tensor{fake(0x3000), odd_heads}},
+                        fake(0x4000), q);
+               }),
+               "kv_heads 3 must divide heads 4"));
+    CHECK(says(error_of([&] { pack({Tensor{fake(0x1000), q, 99999}, k, v}, fake(0x4000), q); }), "must be dense"));
+    CHECK(says(error_of([] { AttentionForwardOp(Scalar::f16, 80, false, {64, 64}); }), "head_dim 80 has no kernel"));
+    CHECK(says(error_of([] { AttentionForwardOp(Scalar::f16, 64, false, {64, 24}); }), "multiples of 16"));
+}
+
+TEST_CASE("the attention reference on cases worked by hand") {
+    // One key: every row's output is that key's value, LSE = scale · q·k.
+    const AttentionShape one{.seq = 2, .kv_seq = 1, .head_dim = 64};
+    std::vector<float> q(2 * 64), k(64), v(64);
+    for (int e = 0; e < 64; ++e) q[e] = 0.5f, q[64 + e] = -0.25f, k[e] = 1.0f, v[e] = float(e);
+    const auto r = attention_reference(one, q, k, v);
+    for (int e = 0; e < 64; ++e) {
+        CHECK(r.o[e] == doctest::Approx(e));
+        CHECK(r.o[64 + e] == doctest::Approx(e));
+    }
+    CHECK(r.lse[0] == doctest::Approx(0.5 * 64 / 8));
+    CHECK(r.lse[1] == doctest::Approx(-0.25 * 64 / 8));
+
+    // Equal scores: the mean of the values seen — all of them, or under the causal mask those up
+    // to the row. LSE = ln(keys seen) (scores 0).
+    AttentionShape flat{.seq = 3, .kv_seq = 4, .head_dim = 64};
+    std::vector<float> zeros(3 * 64, 0.0f), keys(4 * 64, 1.0f), values(4 * 64);
+    for (int j = 0; j < 4; ++j)
+        for (int e = 0; e < 64; ++e) values[j * 64 + e] = float(j);
+    auto mean = attention_reference(flat, zeros, keys, values);
+    CHECK(mean.o[0] == doctest::Approx(1.5));
+    CHECK(mean.lse[2] == doctest::Approx(std::log(4.0)));
+    flat.causal = true;
+    mean = attention_reference(flat, zeros, keys, values);
+    CHECK(mean.o[0] == doctest::Approx(0.0));
+    CHECK(mean.o[64] == doctest::Approx(0.5));
+    CHECK(mean.o[128] == doctest::Approx(1.0));
+    CHECK(mean.lse[1] == doctest::Approx(std::log(2.0)));
+
+    // Chosen rows only, in the order asked: the same values as the whole computation's.
+    const std::size_t rows[] = {2, 0};
+    const auto some = attention_reference(flat, zeros, keys, values, 0, rows);
+    REQUIRE(some.o.size() == 2 * 64);
+    CHECK(some.o[0] == doctest::Approx(1.0));
+    CHECK(some.o[64] == doctest::Approx(0.0));
+    CHECK(some.lse[0] == doctest::Approx(std::log(3.0)));
+    const std::size_t past[] = {3};
+    CHECK(says(error_of([&] { (void)attention_reference(flat, zeros, keys, values, 0, past); }), "past the problem"));
+
+    // No keys: O = 0, LSE = −∞.
+    const AttentionShape none{.seq = 2, .kv_seq = 0, .head_dim = 64};
+    const auto empty = attention_reference(none, std::vector<float>(128, 1.0f), {}, {});
+    CHECK(std::ranges::all_of(empty.o, [](double x) { return x == 0.0; }));
+    CHECK(empty.lse[0] == -std::numeric_limits<double>::infinity());
+    CHECK(says(error_of([&] { (void)attention_reference(one, q, q, v); }), "sizes do not match"));
+}
+
+TEST_CASE("f32 to f16 and bf16 and back: round to nearest even, subnormals, infinities, NaN") {
+    for (Scalar t : {Scalar::f16, Scalar::bf16})
+        for (float x : {0.0f, 1.0f, -2.5f, 0.333251953125f, 1024.0f, -0.0009765625f})
+            CHECK(from_16bit(to_16bit(x, t), t) == doctest::Approx(x).epsilon(t == Scalar::f16 ? 1e-3 : 8e-3));
+    CHECK(to_16bit(1.0f, Scalar::f16) == 0x3c00);
+    CHECK(to_16bit(1.0f, Scalar::bf16) == 0x3f80);
+    CHECK(to_16bit(1.0f + 1.0f / 2048, Scalar::f16) == 0x3c00);      // a tie: to the even 1.0
+    CHECK(to_16bit(1.0f + 3.0f / 2048, Scalar::f16) == 0x3c02);      // a tie: to the even 0x3c02
+    CHECK(to_16bit(1.0f + 1.0f / 256, Scalar::bf16) == 0x3f80);      // a tie: to the even 1.0
+    CHECK(to_16bit(5.960464477539063e-08f, Scalar::f16) == 0x0001);  // the smallest subnormal
+    CHECK(from_16bit(0x0001, Scalar::f16) == doctest::Approx(5.960464477539063e-08));
+    CHECK(to_16bit(70000.0f, Scalar::f16) == 0x7c00);
+    CHECK(to_16bit(-70000.0f, Scalar::f16) == 0xfc00);
+    CHECK(from_16bit(0x7bff, Scalar::f16) == 65504.0f);
+    CHECK(std::isnan(from_16bit(to_16bit(std::nanf(""), Scalar::f16), Scalar::f16)));
+    CHECK(std::isnan(from_16bit(to_16bit(std::nanf(""), Scalar::bf16), Scalar::bf16)));
+    CHECK(std::isinf(from_16bit(to_16bit(INFINITY, Scalar::bf16), Scalar::bf16)));
+}
+
+TEST_CASE("attention tensors to and from [B, S, H, D] on the host: element (b, h, s, e) where the strides say") {
+    // B = 2, H = 3, S = 4, D = 64: value = the element's [B, H, S, D] index.
+    std::vector<float> bhsd(2 * 3 * 4 * 64);
+    for (std::size_t i = 0; i < bhsd.size(); ++i) bhsd[i] = static_cast<float>(i % 256);  // exact in f16 and bf16
+    const auto bshd = to_attention_layout(bhsd, 3, 4, 64, AttentionLayout::bshd, Scalar::f16);
+    const auto strides = AttentionStrides::of(AttentionLayout::bshd, 3, 4, 64);
+    CHECK(strides.row == 3 * 64);
+    const std::size_t b = 1, h = 2, s = 3, e = 5;
+    CHECK(from_16bit(bshd[b * strides.batch + h * strides.head + s * strides.row + e], Scalar::f16) ==
+          bhsd[((b * 3 + h) * 4 + s) * 64 + e]);
+    CHECK(from_attention_layout(bshd, 3, 4, 64, AttentionLayout::bshd, Scalar::f16) == bhsd);
+    CHECK(from_attention_layout(to_attention_layout(bhsd, 3, 4, 64, AttentionLayout::bhsd, Scalar::bf16), 3, 4, 64,
+                                AttentionLayout::bhsd, Scalar::bf16) == bhsd);
+}
+
+TEST_CASE("every shipped attention configuration compiles for sm_80 with no spills, sm_90 for the largest tiles") {
+    std::vector<Kernel> kernels;
+    for (const auto& family : shipped_kernels())
+        if (family.name == attention_family) kernels = family.configurations();
+    REQUIRE(kernels.size() == 2 * 3 * 2 * AttentionTiles::configurations().size());
+    std::vector<test::CompileJob> jobs;
+    for (const auto& k : kernels) {
+        jobs.push_back({&k, "sm_80"});
+        if (k.id().find("__128__128__128__") != std::string::npos) jobs.push_back({&k, "sm_90"});
+    }
+    test::compile_each(jobs, [](const test::CompileJob& job, const Compiled& c) {
+        const Kernel& k = *job.kernel;
+        CAPTURE(k.id());
+        CAPTURE(std::string(job.arch));
+        CHECK(c.resources.spill_store_bytes == 0);
+        CHECK(c.resources.registers <= 255);
+        const bool bf16 = k.id().find("__bf16__") != std::string::npos;
+        CHECK(c.ptx.find(bf16 ? "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+                              : "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != std::string::npos);
+        CHECK(c.ptx.find("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") != std::string::npos);
+        CHECK(c.ptx.find("cp.async.cg.shared.global") != std::string::npos);
+    });
+}
