@@ -45,26 +45,34 @@ struct AttentionStrides {
     [[nodiscard]] static AttentionStrides of(AttentionLayout layout, int heads, int seq, int head_dim);
 };
 
-/// Tile constants of the attention kernel (kernels_src/kjit/attention/): BLOCK_M query rows per
-/// block (16 a warp), BLOCK_N keys per step of the pass.
+/// Tile constants of the attention kernels (kernels_src/kjit/attention/): BLOCK_M query rows per
+/// block, BLOCK_N keys per step of the pass, and the mainloop: mma.sync (sm_80 and later, 16 rows
+/// a warp; flash_attention2_forward) or, with `sm90`, warpgroup MMAs (sm_90a only, 64 rows a
+/// warpgroup, head dims 64 and 128; flash_attention2_forward_sm90).
 struct AttentionTiles {
     int block_m, block_n;
+    bool sm90 = false;
 
     /// Every configuration warm-up, tuning and the across-configuration tests iterate.
     [[nodiscard]] static std::span<const AttentionTiles> configurations();
     [[nodiscard]] unsigned threads() const;
-    /// Q, and K and V double-buffered, rows padded by 16 bytes.
+    /// Q, and K and V double-buffered: rows padded by 16 bytes (sm80), or 128-byte-swizzled
+    /// tiles aligned to 1024 bytes (sm90).
     [[nodiscard]] unsigned shared_bytes(int head_dim) const;
-    /// Throws UsageError naming the rule broken (multiples of 16, 16 ≤ block_m ≤ 128, block_n ≤
-    /// 128, shared memory over `max_shared_bytes`).
+    /// Throws UsageError naming the rule broken (sm80: multiples of 16, 16 ≤ block_m ≤ 128,
+    /// block_n ≤ 128; sm90: block_m 64 or 128, block_n 64 or 128, head dim 64 or 128; shared memory
+    /// over `max_shared_bytes`).
     void validate(int head_dim, int max_shared_bytes) const;
+    /// The same against a device: also that it runs the mainloop (sm90 tiles need a 9.0 one).
+    void validate(int head_dim, const DeviceTraits& device) const;
     friend bool operator==(const AttentionTiles&, const AttentionTiles&) = default;
 };
 
 /// The attention forward as an op: activations q, k, v in `layout` (shapes in that layout's
 /// order), output o in it too, and the log-sum-exp in its one parameter slot "lse" [B, H, S]
 /// (f32). Compiled for one dtype, head dim, causality and tile shape (kernels_src/
-/// flash_attention2_forward.cu); the sizes come with each call.
+/// flash_attention2_forward.cu, or flash_attention2_forward_sm90.cu for sm90 tiles); the sizes
+/// come with each call.
 class AttentionForwardOp final : public RuntimeOp {
 public:
     /// `scale` ≤ 0 means 1/√head_dim. Throws UsageError for constants no kernel has.
@@ -110,13 +118,14 @@ struct AttentionPick {
 };
 [[nodiscard]] AttentionPick pick_attention(const AttentionShape& shape, const DeviceTraits& traits,
                                            const std::string& device_name, const std::string& driver, Cache& cache);
-/// "BLOCK_M=128 BLOCK_N=64", what `kjit run --config` and tuned winners hold; and back
-/// (UsageError for text that is not two such constants).
+/// "BLOCK_M=128 BLOCK_N=64" (sm80) or "SM90=1 BLOCK_M=128 BLOCK_N=128", what `kjit run --config`
+/// and tuned winners hold; and back (UsageError for other text).
 [[nodiscard]] std::string attention_config(const AttentionTiles& tiles);
 [[nodiscard]] AttentionTiles parse_attention_config(std::string_view text);
 
-/// The kernel family's name in tuned winners.
+/// The kernel family's name in tuned winners (both mainloops), and the Hopper kernel's.
 inline constexpr std::string_view attention_family = "flash_attention2_forward";
+inline constexpr std::string_view attention_sm90_family = "flash_attention2_forward_sm90";
 
 /// float64 reference of one problem: q, k, v dense [B, H, S, D] as floats (the 16-bit values
 /// widened); o [B, H, S, D] and lse [B, H, S] out. scale ≤ 0 means 1/√head_dim. `rows`: the

@@ -211,7 +211,7 @@ int run_attention(const Common& common, int batch, const AttentionOptions& o, co
     Stream stream(device);
     const AttentionPick pick = given ? AttentionPick{*given, false}
                                      : pick_attention(s, traits, device.name(), driver_version(), rt.cache());
-    pick.tiles.validate(s.head_dim, traits.max_shared_bytes);
+    pick.tiles.validate(s.head_dim, traits);
     const std::string why = attention_dispatch_reason(s, traits);
     const std::string dispatched = attention_config(dispatch_attention(s, traits));
     const char* source = given ? "config" : pick.tuned ? "tuned" : "dispatch";
@@ -278,7 +278,7 @@ int tune_attention(const Common& common, int batch, const AttentionOptions& o, i
     std::vector<std::string> refused;
     for (const AttentionTiles& tiles : AttentionTiles::configurations()) {
         try {
-            tiles.validate(s.head_dim, traits.max_shared_bytes);
+            tiles.validate(s.head_dim, traits);
         } catch (const UsageError& e) {
             refused.push_back(e.what());
             continue;

@@ -92,15 +92,17 @@ std::vector<Kernel> depthwise_configurations() {
     return kernels;
 }
 
-/// The attention kernel for each dtype, head dim, causality and tile shape: sizes are run-time
-/// arguments.
+/// The attention kernels of one mainloop for each dtype, head dim, causality and tile shape:
+/// sizes are run-time arguments.
+template <bool SM90>
 std::vector<Kernel> attention_configurations() {
     std::vector<Kernel> kernels;
     for (const Scalar dtype : {Scalar::f16, Scalar::bf16})
         for (const int head_dim : {64, 96, 128})
             for (const bool causal : {false, true})
                 for (const auto& t : AttentionTiles::configurations())
-                    kernels.push_back(AttentionForwardOp(dtype, head_dim, causal, t).kernel());
+                    if (t.sm90 == SM90 && (!SM90 || head_dim % 64 == 0))
+                        kernels.push_back(AttentionForwardOp(dtype, head_dim, causal, t).kernel());
     return kernels;
 }
 
@@ -135,7 +137,9 @@ const KernelFamily families[] = {
     {"flash_attention2_forward",
      "fused attention forward (FlashAttention-2: online softmax, causal or not, grouped-query), f16 and bf16, head "
      "dim 64, 96 and 128 (mma.sync, sm_80+)",
-     attention_configurations},
+     attention_configurations<false>},
+    {"flash_attention2_forward_sm90", "the same on Hopper: both matmuls on wgmma, head dim 64 and 128 (sm_90a only)",
+     attention_configurations<true>},
     {"add", "y = a + b (residual connections)", single_configuration<AddOp>},
     {"concat_channels", "one input of a concatenation along channels", single_configuration<ConcatChannelsOp, 1>},
     {"maxpool2d", "max pooling, any window, stride and padding", single_configuration<MaxPool2dOp, 5, 1, 2>},

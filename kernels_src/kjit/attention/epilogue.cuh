@@ -2,7 +2,8 @@
 // Q tile so that global stores are whole 16-byte pieces of rows; and the rows' log-sum-exp
 // LSE = ln Σ_j e^(scale·S_ij). A row that saw no key (no keys at all) gets O = 0, LSE = −∞.
 #pragma once
-#include "kjit/attention/mainloop_sm80.cuh"
+#include "kjit/attention/online_softmax.cuh"
+#include "kjit/attention/tiles.cuh"
 
 namespace attention {
 

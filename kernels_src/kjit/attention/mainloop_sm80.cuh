@@ -1,23 +1,12 @@
 // The FlashAttention-2 mainloop for sm_80 and later (mma.sync m16n8k16): one pass over the key
-// tiles with the online softmax. Each warp owns 16 query rows and the whole head dimension; the
-// next K and V tiles load (cp.async) while this one is used.
-//   S = Q·Kᵀ (fp32) → masked → m = max(m, rowmax S·c), P = 2^(S·c − m), l = l·2^(m_old − m) + ΣP,
-//   O = O·2^(m_old − m) + P·V   with c = scale · log2 e.
+// tiles with the online softmax (kjit/attention/online_softmax.cuh). Each warp owns 16 query
+// rows and the whole head dimension; the next K and V tiles load (cp.async) while this one is used.
 #pragma once
-#include "kjit/attention/fragments.cuh"
+#include "kjit/attention/online_softmax.cuh"
 #include "kjit/attention/tile_scheduler.cuh"
 #include "kjit/attention/tiles.cuh"
 
 namespace attention {
-
-/// One warp's 16 rows, this thread's share: rows g and g + 8 of the warp (g = lane / 4), O's
-/// columns 8d + 2t and the next (t = lane % 4) for every d.
-template <int HEAD_DIM>
-struct Accumulator {
-    float o[HEAD_DIM / 8][4];
-    float row_max[2];  // m, in units of S·c; −∞ before any key
-    float row_sum[2];  // l over this thread's columns (the quad's are summed in the epilogue)
-};
 
 template <class T, int BLOCK_M, int BLOCK_N, int HEAD_DIM, bool CAUSAL>
 struct MainloopSm80 {
@@ -56,47 +45,13 @@ struct MainloopSm80 {
             }
     }
 
-    /// Keys past kv_seq, or after the row when causal, to −∞ (they drop out of the softmax).
-    __device__ __forceinline__ void mask(float (&s)[N8][4], int n0, int row0, int kv_seq) const
-    {
-        for (int nt = 0; nt < N8; ++nt)
-            for (int e = 0; e < 4; ++e) {
-                const int key = n0 + nt * 8 + 2 * (lane % 4) + e % 2, row = row0 + e / 2 * 8;
-                if (key >= kv_seq || (CAUSAL && key > row)) s[nt][e] = minus_infinity();
-            }
-    }
-
-    /// The online softmax step: S becomes P, m and l move on, O is rescaled.
-    __device__ __forceinline__ void softmax(Accumulator<HEAD_DIM>& acc, float (&s)[N8][4], float c) const
-    {
-        for (int r = 0; r < 2; ++r) {
-            float tile_max = minus_infinity();
-            for (int nt = 0; nt < N8; ++nt) tile_max = fmaxf(tile_max, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));  // the quad shares a row
-            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-            const float m = fmaxf(acc.row_max[r], tile_max * c);
-            const float base = m == minus_infinity() ? 0.f : m;  // a row that has seen no key stays at 0
-            const float rescale = exp2(acc.row_max[r] - base);
-            acc.row_max[r] = m;
-            float sum = 0.f;
-            for (int nt = 0; nt < N8; ++nt)
-                for (int e = 2 * r; e < 2 * r + 2; ++e) {
-                    s[nt][e] = exp2(fmaf(s[nt][e], c, -base));
-                    sum += s[nt][e];
-                }
-            acc.row_sum[r] = acc.row_sum[r] * rescale + sum;
-            for (int d = 0; d < D8; ++d) acc.o[d][2 * r] *= rescale, acc.o[d][2 * r + 1] *= rescale;
-        }
-    }
-
-    /// O += P · V: two neighbouring 16×8 accumulator tiles of P are one 16×16 A fragment.
+    /// O += P · V, P's fragments made from the accumulator tiles.
     __device__ __forceinline__ void accumulate(Accumulator<HEAD_DIM>& acc, const float (&p)[N8][4],
                                                unsigned v_tile) const
     {
         for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-            const unsigned pf[4] = {pack<T>(p[2 * kk][0], p[2 * kk][1]), pack<T>(p[2 * kk][2], p[2 * kk][3]),
-                                    pack<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                                    pack<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+            unsigned pf[4];
+            p_fragment<T>(pf, p, kk);
             for (int dp = 0; dp < D8 / 2; ++dp) {
                 unsigned vf[4];
                 ldmatrix_x4_trans(vf, Tl::at(v_tile, kk * 16 + lane % 8 + lane / 8 % 2 * 8, dp * 16 + lane / 16 * 8));
@@ -113,9 +68,7 @@ struct MainloopSm80 {
     {
         const int warp = threadIdx.x / 32, row0 = m0 + warp * 16 + lane / 4;
         const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(m0, kv_seq);
-        for (int r = 0; r < 2; ++r) acc.row_max[r] = minus_infinity(), acc.row_sum[r] = 0.f;
-        for (int d = 0; d < D8; ++d)
-            for (int e = 0; e < 4; ++e) acc.o[d][e] = 0.f;
+        acc.clear();
 
         Tl::template load<BLOCK_M>(q_tile, q, qs.row, m0, seq);
         if (tiles.count > 0) {
@@ -138,8 +91,8 @@ struct MainloopSm80 {
 
             float s[N8][4];
             scores(s, q_frag, k_tiles + buffer * Tl::KV_BYTES);
-            if (j >= tiles.first_masked) mask(s, n0, row0, kv_seq);
-            softmax(acc, s, c);
+            if (j >= tiles.first_masked) mask_scores<CAUSAL>(s, n0, row0, kv_seq);
+            online_softmax(acc, s, c);
             accumulate(acc, s, v_tiles + buffer * Tl::KV_BYTES);
             __syncthreads();  // this buffer is loaded again two tiles on
         }
@@ -148,6 +101,9 @@ struct MainloopSm80 {
         kjit::copy_wait<0>();
         __syncthreads();
     }
+
+    /// Where the epilogue stages O (padded rows): the warp's own rows of the Q tile.
+    __device__ __forceinline__ unsigned staging() const { return q_tile; }
 };
 
 }  // namespace attention

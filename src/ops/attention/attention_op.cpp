@@ -65,37 +65,57 @@ AttentionStrides AttentionStrides::of(AttentionLayout layout, int heads, int seq
 // ---- tiles ---------------------------------------------------------------------------------------------
 
 std::span<const AttentionTiles> AttentionTiles::configurations() {
-    static constexpr AttentionTiles all[] = {{64, 64}, {64, 128}, {128, 32}, {128, 64}, {128, 128}};
+    static constexpr AttentionTiles all[] = {{64, 64},   {64, 128},       {128, 32},       {128, 64},
+                                             {128, 128}, {128, 64, true}, {128, 128, true}};
     return all;
 }
 
-unsigned AttentionTiles::threads() const { return static_cast<unsigned>(block_m / 16 * 32); }
+unsigned AttentionTiles::threads() const {
+    return static_cast<unsigned>(sm90 ? block_m / 64 * 128
+                                      : block_m / 16 * 32);  // a warpgroup per 64 rows, a warp per 16
+}
 
 unsigned AttentionTiles::shared_bytes(int head_dim) const {
+    if (sm90) return static_cast<unsigned>((block_m + 4 * block_n) * head_dim * 2 + 1024);
     return static_cast<unsigned>((block_m + 4 * block_n) * (head_dim + 8) * 2);
 }
 
 void AttentionTiles::validate(int head_dim, int max_shared_bytes) const {
-    require(
-        block_m % 16 == 0 && block_n % 16 == 0 && block_m >= 16 && block_n >= 16 && block_m <= 128 && block_n <= 128,
-        "attention tiles BLOCK_M={} BLOCK_N={}: both must be multiples of 16 from 16 to 128", block_m, block_n);
     require(supported_head_dim(head_dim), "head_dim {} has no kernel: use 64, 96 or 128", head_dim);
+    if (sm90)
+        require((block_m == 64 || block_m == 128) && (block_n == 64 || block_n == 128) && head_dim % 64 == 0,
+                "Hopper attention tiles SM90=1 BLOCK_M={} BLOCK_N={} at head_dim {}: BLOCK_M and BLOCK_N must be 64 or "
+                "128 and head_dim 64 or 128 (the sm80 tiles take head_dim 96)",
+                block_m, block_n, head_dim);
+    else
+        require(block_m % 16 == 0 && block_n % 16 == 0 && block_m >= 16 && block_n >= 16 && block_m <= 128 &&
+                    block_n <= 128,
+                "attention tiles BLOCK_M={} BLOCK_N={}: both must be multiples of 16 from 16 to 128", block_m, block_n);
     require(shared_bytes(head_dim) <= static_cast<unsigned>(max_shared_bytes),
-            "attention tiles BLOCK_M={} BLOCK_N={} at head_dim {} need {} bytes of shared memory, over the device's "
-            "{}: use smaller tiles",
-            block_m, block_n, head_dim, shared_bytes(head_dim), max_shared_bytes);
+            "attention tiles {} at head_dim {} need {} bytes of shared memory, over the device's {}: use smaller tiles",
+            attention_config(*this), head_dim, shared_bytes(head_dim), max_shared_bytes);
+}
+
+void AttentionTiles::validate(int head_dim, const DeviceTraits& device) const {
+    require(!sm90 || device.hopper(),
+            "attention tiles {} run the wgmma mainloop, which needs a 9.0 device (sm_90a); "
+            "this one is {}: use tiles without SM90=1",
+            attention_config(*this), device.arch.name());
+    validate(head_dim, device.max_shared_bytes);
 }
 
 std::string attention_config(const AttentionTiles& t) {
-    return fmt::format("BLOCK_M={} BLOCK_N={}", t.block_m, t.block_n);
+    return fmt::format("{}BLOCK_M={} BLOCK_N={}", t.sm90 ? "SM90=1 " : "", t.block_m, t.block_n);
 }
 
 AttentionTiles parse_attention_config(std::string_view text) {
-    AttentionTiles t{0, 0};
-    if (std::sscanf(std::string(text).c_str(), "BLOCK_M=%d BLOCK_N=%d", &t.block_m, &t.block_n) != 2 ||
-        attention_config(t) != text)
-        throw UsageError(fmt::format("attention configuration '{}' is not 'BLOCK_M=<rows> BLOCK_N=<keys>' (e.g. {})",
-                                     text, attention_config({128, 64})));
+    const bool sm90 = text.starts_with("SM90=1 ");
+    const std::string rest(sm90 ? text.substr(7) : text);
+    AttentionTiles t{0, 0, sm90};
+    if (std::sscanf(rest.c_str(), "BLOCK_M=%d BLOCK_N=%d", &t.block_m, &t.block_n) != 2 || attention_config(t) != text)
+        throw UsageError(fmt::format(
+            "attention configuration '{}' is not '[SM90=1] BLOCK_M=<rows> BLOCK_N=<keys>' (e.g. {}, or {} on Hopper)",
+            text, attention_config({128, 64}), attention_config({128, 128, true})));
     return t;
 }
 
@@ -113,14 +133,16 @@ Kernel attention_kernel(Scalar dtype, int head_dim, bool causal, AttentionTiles 
     for (const char* tensor : {"q", "k", "v", "o"})
         for (const char* dim : {"batch", "head", "row"})
             params.push_back({fmt::format("{}_{}", tensor, dim), {Scalar::i64}});
-    return Kernel(KernelSpec{std::string(attention_family),
-                             {{"DTYPE", dtype},
-                              {"BLOCK_M", std::int64_t{tiles.block_m}},
-                              {"BLOCK_N", std::int64_t{tiles.block_n}},
-                              {"HEAD_DIM", std::int64_t{head_dim}},
-                              {"CAUSAL", causal}},
-                             std::move(params),
-                             tiles.threads()});
+    KernelSpec spec{std::string(tiles.sm90 ? attention_sm90_family : attention_family),
+                    {{"DTYPE", dtype},
+                     {"BLOCK_M", std::int64_t{tiles.block_m}},
+                     {"BLOCK_N", std::int64_t{tiles.block_n}},
+                     {"HEAD_DIM", std::int64_t{head_dim}},
+                     {"CAUSAL", causal}},
+                    std::move(params),
+                    tiles.threads()};
+    if (tiles.sm90) spec.only_for = Arch::parse("sm_90a");  // wgmma
+    return Kernel(std::move(spec));
 }
 }  // namespace
 

@@ -25,6 +25,7 @@ bool says(const std::string& message, std::string_view part) {
 }
 const DeviceTraits h100{132, 232448, Arch(9, 0)};
 const DeviceTraits a6000{84, 101376, Arch(8, 6)};
+const DeviceTraits a100{108, 166912, Arch(8, 0)};
 }  // namespace
 
 TEST_CASE("an attention problem says what no kernel supports, and counts its work") {
@@ -52,39 +53,61 @@ TEST_CASE("attention tiles: shared memory, the limits they are checked against, 
     CHECK(AttentionTiles{128, 64}.threads() == 256);
     CHECK(AttentionTiles{64, 128}.threads() == 128);
     CHECK(AttentionTiles{128, 64}.shared_bytes(128) == (128 + 4 * 64) * 136 * 2);
+    CHECK(AttentionTiles{128, 128, true}.threads() == 256);  // two consumer warpgroups
+    CHECK(AttentionTiles{128, 128, true}.shared_bytes(128) == (128 + 4 * 128) * 128 * 2 + 1024);
     for (const auto& t : AttentionTiles::configurations())
-        for (int d : {64, 96, 128}) CHECK_NOTHROW(t.validate(d, h100.max_shared_bytes));
+        for (int d : {64, 96, 128})
+            if (!t.sm90 || d != 96) CHECK_NOTHROW(t.validate(d, h100.max_shared_bytes));
+    CHECK(says(error_of([] {
+                   AttentionTiles{128, 128, true}.validate(96, 1 << 20);
+               }),
+               "head_dim 64 or 128 (the sm80 tiles take head_dim 96)"));
+    CHECK(says(error_of([] {
+                   AttentionTiles{128, 32, true}.validate(128, 1 << 20);
+               }),
+               "BLOCK_M and BLOCK_N must be 64 or 128"));
     CHECK(says(error_of([] {
                    AttentionTiles{128, 128}.validate(128, a6000.max_shared_bytes);
                }),
-               "need 174080 bytes of shared memory, over the device's 101376"));
+               "BLOCK_M=128 BLOCK_N=128 at head_dim 128 need 174080 bytes of shared memory, over the device's 101376"));
     CHECK(says(error_of([] { AttentionTiles{48, 40}.validate(64, 1 << 20); }), "multiples of 16 from 16 to 128"));
     CHECK(says(error_of([] { AttentionTiles{256, 64}.validate(64, 1 << 20); }), "multiples of 16 from 16 to 128"));
 
     CHECK(attention_config({128, 64}) == "BLOCK_M=128 BLOCK_N=64");
     CHECK(parse_attention_config("BLOCK_M=64 BLOCK_N=128") == AttentionTiles{64, 128});
-    for (const char* bad : {"", "BLOCK_M=64", "BLOCK_M=64 BLOCK_N=128 extra", "BLOCK_N=64 BLOCK_M=128"})
-        CHECK(says(error_of([&] { (void)parse_attention_config(bad); }), "is not 'BLOCK_M=<rows> BLOCK_N=<keys>'"));
+    CHECK(attention_config({128, 128, true}) == "SM90=1 BLOCK_M=128 BLOCK_N=128");
+    CHECK(parse_attention_config("SM90=1 BLOCK_M=128 BLOCK_N=64") == AttentionTiles{128, 64, true});
+    for (const char* bad :
+         {"", "BLOCK_M=64", "BLOCK_M=64 BLOCK_N=128 extra", "BLOCK_N=64 BLOCK_M=128", "SM90=0 BLOCK_M=64 BLOCK_N=64"})
+        CHECK(says(error_of([&] { (void)parse_attention_config(bad); }),
+                   "is not '[SM90=1] BLOCK_M=<rows> BLOCK_N=<keys>'"));
 }
 
 TEST_CASE("attention dispatch: whole multiprocessors busy, tiles that fit the device, sm_80 or newer") {
     const AttentionShape big{.batch = 4, .heads = 16, .seq = 4096, .kv_seq = 4096, .head_dim = 128};
-    CHECK(dispatch_attention(big, h100) == AttentionTiles{128, 128});
-    CHECK(dispatch_attention(big, a6000) == AttentionTiles{128, 32});  // 99 KB of shared memory
-    AttentionShape narrow = big;
+    // A 9.0 device: the wgmma mainloop where the head dim is 64 or 128; the sm80 one at 96.
+    CHECK(dispatch_attention(big, h100) == AttentionTiles{128, 128, true});
+    AttentionShape narrow = big, odd = big;
     narrow.head_dim = 64;
-    CHECK(dispatch_attention(narrow, h100) == AttentionTiles{128, 128});
-    // 4 query tiles × 8 heads = 32 blocks of 128 rows would leave most of 132 SMs idle.
+    odd.head_dim = 96;
+    CHECK(dispatch_attention(narrow, h100) == AttentionTiles{128, 128, true});
+    CHECK(dispatch_attention(odd, h100) == AttentionTiles{128, 128});
+    CHECK(says(attention_dispatch_reason(odd, h100), "the wgmma mainloop takes head dims 64 and 128 only"));
+    CHECK(says(attention_dispatch_reason(big, h100), "wgmma mainloop (sm_90a)"));
+    // Elsewhere the sm80 mainloop, 128 keys a step where shared memory holds them.
+    CHECK(dispatch_attention(big, a100) == AttentionTiles{128, 64});
+    CHECK(dispatch_attention(big, a6000) == AttentionTiles{128, 32});  // 99 KB of shared memory
+    // 4 query tiles × 8 heads = 32 blocks of 128 rows would leave most of 108 SMs idle.
     const AttentionShape small{.batch = 1, .heads = 8, .seq = 512, .kv_seq = 512, .head_dim = 128};
-    CHECK(dispatch_attention(small, h100).block_m == 64);
+    CHECK(dispatch_attention(small, a100).block_m == 64);
     // Every pick fits the device it was made for.
-    for (const DeviceTraits& t : {h100, a6000})
+    for (const DeviceTraits& t : {h100, a100, a6000})
         for (int d : {64, 96, 128})
             for (int seq : {1, 77, 1024, 8192}) {
                 const AttentionShape s{.batch = 2, .heads = 8, .seq = seq, .kv_seq = seq, .head_dim = d};
                 CHECK(dispatch_attention(s, t).shared_bytes(d) <= static_cast<unsigned>(t.max_shared_bytes));
             }
-    CHECK(says(attention_dispatch_reason(small, h100), "64 query rows a block (64 blocks for 132 multiprocessors)"));
+    CHECK(says(attention_dispatch_reason(small, a100), "64 query rows a block (64 blocks for 108 multiprocessors)"));
     CHECK(says(error_of([&] {
                    (void)dispatch_attention(small, DeviceTraits{40, 65536, Arch(7, 5)});
                }),
@@ -263,15 +286,26 @@ TEST_CASE("attention tensors to and from [B, S, H, D] on the host: element (b, h
                                 AttentionLayout::bhsd, Scalar::bf16) == bhsd);
 }
 
-TEST_CASE("every shipped attention configuration compiles for sm_80 with no spills, sm_90 for the largest tiles") {
-    std::vector<Kernel> kernels;
-    for (const auto& family : shipped_kernels())
-        if (family.name == attention_family) kernels = family.configurations();
-    REQUIRE(kernels.size() == 2 * 3 * 2 * AttentionTiles::configurations().size());
+TEST_CASE(
+    "every shipped attention configuration compiles with no spills: sm80 ones for sm_80, Hopper ones for sm_90a") {
+    std::vector<Kernel> sm80, sm90;
+    for (const auto& family : shipped_kernels()) {
+        if (family.name == attention_family) sm80 = family.configurations();
+        if (family.name == attention_sm90_family) sm90 = family.configurations();
+    }
+    const auto count = [](bool hopper) {
+        return std::ranges::count_if(AttentionTiles::configurations(), [&](const auto& t) { return t.sm90 == hopper; });
+    };
+    REQUIRE(sm80.size() == static_cast<std::size_t>(2 * 3 * 2 * count(false)));  // dtypes, head dims, causality
+    REQUIRE(sm90.size() == static_cast<std::size_t>(2 * 2 * 2 * count(true)));   // head dims 64 and 128 only
     std::vector<test::CompileJob> jobs;
-    for (const auto& k : kernels) {
+    for (const auto& k : sm80) {
         jobs.push_back({&k, "sm_80"});
         if (k.id().find("__128__128__128__") != std::string::npos) jobs.push_back({&k, "sm_90"});
+    }
+    for (const auto& k : sm90) {
+        CHECK(k.only_for() == Arch::parse("sm_90a"));
+        jobs.push_back({&k, "sm_90a"});
     }
     test::compile_each(jobs, [](const test::CompileJob& job, const Compiled& c) {
         const Kernel& k = *job.kernel;
@@ -279,10 +313,16 @@ TEST_CASE("every shipped attention configuration compiles for sm_80 with no spil
         CAPTURE(std::string(job.arch));
         CHECK(c.resources.spill_store_bytes == 0);
         CHECK(c.resources.registers <= 255);
-        const bool bf16 = k.id().find("__bf16__") != std::string::npos;
-        CHECK(c.ptx.find(bf16 ? "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
-                              : "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != std::string::npos);
-        CHECK(c.ptx.find("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") != std::string::npos);
+        const std::string type = k.id().find("__bf16__") != std::string::npos ? "bf16" : "f16";
+        if (k.name() == attention_sm90_family) {
+            CHECK(c.ptx.find(".f32." + type + "." + type) != std::string::npos);
+            CHECK(c.ptx.find("wgmma.mma_async.sync.aligned.m64n") != std::string::npos);
+            CHECK(c.log.find("serialized") == std::string::npos);  // ptxas kept the wgmma asynchronous
+        } else {
+            CHECK(c.ptx.find("mma.sync.aligned.m16n8k16.row.col.f32." + type + "." + type + ".f32") !=
+                  std::string::npos);
+            CHECK(c.ptx.find("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") != std::string::npos);
+        }
         CHECK(c.ptx.find("cp.async.cg.shared.global") != std::string::npos);
     });
 }
