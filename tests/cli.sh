@@ -356,6 +356,21 @@ usage)  # usage errors exit 2 and say what to do
   contains "cin"
   expect 2 "$kjit" tune conv2d_bn_silu --shapes "$dir/no-such-file.json" --cache-dir "$dir"
   contains "File does not exist"
+  # flash_attention2: what is wrong with the problem or the tiles is said before a GPU is asked for.
+  expect 2 "$kjit" run flash_attention2 --batch 2 --heads 8 --seq 100 --head-dim 80
+  contains "head_dim 80 has no kernel: use 64, 96 or 128"
+  expect 2 "$kjit" run flash_attention2 --batch 2 --heads 6 --kv-heads 4 --seq 100
+  contains "kv_heads 4 must divide heads 6"
+  expect 2 "$kjit" run flash_attention2 --batch 2 --heads 8
+  contains "give the problem: flash_attention2 --batch B --heads H --seq S"
+  expect 2 "$kjit" run flash_attention2 --batch 2 --heads 8 --seq 100 --dtype f32
+  contains "--dtype: f32 not in {bf16,f16}"
+  expect 2 "$kjit" run flash_attention2 --batch 2 --heads 8 --seq 100 --config "BLOCK_M=64"
+  contains "is not '[SM90=1] BLOCK_M=<rows> BLOCK_N=<keys>'"
+  expect 2 "$kjit" run flash_attention2 --batch 2 --heads 8 --seq 100 --cin 3
+  contains "not a conv layer's options"
+  expect 2 "$kjit" run conv2d_bn_silu --batch 1 --cin 8 --cout 8 --hw 4 4 --causal
+  contains "are flash_attention2's"
   shapes_error '{"layers": [{"batch": 4294967297, "cin": 8, "cout": 8, "hw": [4, 4]}]}' "fits 32 bits"
   shapes_error '{"layers": [{"batch": 1, "cin": 8, "cout": 8, "hw": [4, 4], "pad": -1}]}' "layer 1: pad = -1"
   expect 2 "$kjit" frobnicate
@@ -414,6 +429,10 @@ no-gpu)  # run and tune need a GPU; without one they say so and exit 2
   contains "kjit tune needs a GPU"
   expect 2 "$kjit" run conv2d_bn_silu --batch 1 --cin 64 --cout 64 --hw 56 56 --channels-last --cache-dir "$dir"
   contains "kjit run needs a GPU"
+  expect 2 "$kjit" run flash_attention2 --batch 2 --heads 16 --kv-heads 4 --seq 1000 --causal --cache-dir "$dir"
+  contains "kjit run needs a GPU"
+  expect 2 "$kjit" tune flash_attention2 --batch 2 --heads 16 --seq 1000 --head-dim 64 --cache-dir "$dir"
+  contains "kjit tune needs a GPU"
   expect 2 "$kjit" warm --cache-dir "$dir"
   contains "pass --arch"
   expect 2 "$kjit" check conv2d_bn_silu --cache-dir "$dir"
