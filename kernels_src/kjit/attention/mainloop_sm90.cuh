@@ -64,10 +64,10 @@ struct MainloopSm90 {
         kjit::wgmma_fence();
         for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
             const unsigned step = kk / 4, within = kk % 4 * 32;
-            wgmma_ss<T, BLOCK_N>(reinterpret_cast<float(&)[BLOCK_N / 2]>(s),
-                                 kjit::wgmma_descriptor_swizzle128(q_tile + step * BLOCK_M * 128 +
-                                                                   warpgroup * 64 * 128 + within),
-                                 kjit::wgmma_descriptor_swizzle128(k_tile + step * BLOCK_N * 128 + within));
+            wgmma_ss<T, BLOCK_N>(
+                reinterpret_cast<float(&)[BLOCK_N / 2]>(s),
+                kjit::wgmma_descriptor_swizzle128(q_tile + step * BLOCK_M * 128 + warpgroup * 64 * 128 + within),
+                kjit::wgmma_descriptor_swizzle128(k_tile + step * BLOCK_N * 128 + within));
         }
         kjit::wgmma_commit();
         kjit::wgmma_wait<0>();
@@ -82,7 +82,8 @@ struct MainloopSm90 {
         for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
             unsigned pf[4];
             p_fragment<T>(pf, p, kk);
-            const unsigned long long v = kjit::wgmma_descriptor(v_tile + kk * 16 * 128, BLOCK_N * 128, 1024) | 1ull << 62;
+            const unsigned long long v = kjit::wgmma_descriptor(v_tile + kk * 16 * 128, BLOCK_N * 128, 1024) |
+                                         1ull << 62;
             wgmma_rs_n_major<T, HEAD_DIM>(reinterpret_cast<float(&)[HEAD_DIM / 2]>(acc.o), pf, v);
         }
         kjit::wgmma_commit();

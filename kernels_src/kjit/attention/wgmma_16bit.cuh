@@ -13,7 +13,7 @@ template <class T, int N>
 __device__ __forceinline__ void wgmma_rs_n_major(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long b);
 
 // The accumulators of one 64 × N wgmma (N/2 floats a thread): their constraints and names.
-#define KJIT_D8(o)                                                                                                 \
+#define KJIT_D8(o)                                                                                                  \
     "+f"(d[o + 0]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), \
         "+f"(d[o + 7])
 #define KJIT_D_32 KJIT_D8(0), KJIT_D8(8), KJIT_D8(16), KJIT_D8(24)
@@ -21,9 +21,10 @@ __device__ __forceinline__ void wgmma_rs_n_major(float (&d)[N / 2], const unsign
 #define KJIT_NAMES_32                                                                                                \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
     "%24, %25, %26, %27, %28, %29, %30, %31"
-#define KJIT_NAMES_64                                                                                               \
-    KJIT_NAMES_32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, " \
-                  "%51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define KJIT_NAMES_64                                                                                                \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+    "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, " \
+    "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 
 // One (type, N): scale-d 1 (the accumulators are cleared by the caller), no negation, B
 // transposed (imm-trans-b 1) in the register form. Operand numbers follow the N/2 accumulators.
