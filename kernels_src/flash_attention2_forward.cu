@@ -16,7 +16,8 @@ __device__ __forceinline__ void flash_attention2_forward(const T* q, const T* k,
                                                          long long v_batch, long long v_head, long long v_row,
                                                          long long o_batch, long long o_head, long long o_row)
 {
+    const attention::Pointers<T> inputs{
+        q, k, v, {q_batch, q_head, q_row}, {k_batch, k_head, k_row}, {v_batch, v_head, v_row}};
     attention::forward<attention::MainloopSm80<T, BLOCK_M, BLOCK_N, HEAD_DIM, CAUSAL>, T, BLOCK_M, BLOCK_N, HEAD_DIM,
-                       CAUSAL>(q, k, v, o, lse, heads, kv_heads, seq, kv_seq, scale, {q_batch, q_head, q_row},
-                               {k_batch, k_head, k_row}, {v_batch, v_head, v_row}, {o_batch, o_head, o_row});
+                       CAUSAL>(inputs, o, lse, heads, kv_heads, seq, kv_seq, scale, {o_batch, o_head, o_row});
 }

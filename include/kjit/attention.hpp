@@ -5,6 +5,7 @@
 // dispatch between tile configurations, and a float64 reference.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,8 +48,9 @@ struct AttentionStrides {
 
 /// Tile constants of the attention kernels (kernels_src/kjit/attention/): BLOCK_M query rows per
 /// block, BLOCK_N keys per step of the pass, and the mainloop: mma.sync (sm_80 and later, 16 rows
-/// a warp; flash_attention2_forward) or, with `sm90`, warpgroup MMAs (sm_90a only, 64 rows a
-/// warpgroup, head dims 64 and 128; flash_attention2_forward_sm90).
+/// a warp; flash_attention2_forward) or, with `sm90`, TMA and warpgroup MMAs (sm_90a only, 64
+/// rows a consumer warpgroup and a producer warpgroup, head dims 64 and 128;
+/// flash_attention2_forward_sm90).
 struct AttentionTiles {
     int block_m, block_n;
     bool sm90 = false;
@@ -57,7 +59,7 @@ struct AttentionTiles {
     [[nodiscard]] static std::span<const AttentionTiles> configurations();
     [[nodiscard]] unsigned threads() const;
     /// Q, and K and V double-buffered: rows padded by 16 bytes (sm80), or 128-byte-swizzled
-    /// tiles aligned to 1024 bytes (sm90).
+    /// tiles aligned to 1024 bytes and the pipeline's mbarriers (sm90).
     [[nodiscard]] unsigned shared_bytes(int head_dim) const;
     /// Throws UsageError naming the rule broken (sm80: multiples of 16, 16 ≤ block_m ≤ 128,
     /// block_n ≤ 128; sm90: block_m 64 or 128, block_n 64 or 128, head dim 64 or 128; shared memory
@@ -78,6 +80,7 @@ public:
     /// `scale` ≤ 0 means 1/√head_dim. Throws UsageError for constants no kernel has.
     AttentionForwardOp(Scalar dtype, int head_dim, bool causal, AttentionTiles tiles,
                        AttentionLayout layout = AttentionLayout::bhsd, float scale = 0);
+    ~AttentionForwardOp() override;
 
     [[nodiscard]] const Kernel& kernel() const noexcept { return kernel_; }
     [[nodiscard]] const AttentionTiles& tiles() const noexcept { return tiles_; }
@@ -104,6 +107,8 @@ private:
     AttentionLayout layout_;
     float scale_;
     Kernel kernel_;
+    class MapCache;  // the Hopper kernel's TMA maps, per call's tensors
+    std::unique_ptr<MapCache> maps_;
 };
 
 /// The tiles dispatch picks for `shape` on a device with `traits`, and why, in a sentence.

@@ -17,13 +17,17 @@ struct alignas(128) TensorMap {
 /// How TMA lays a box's rows out in shared memory (the wgmma descriptor's swizzle must match).
 enum class TensorMapSwizzle : std::uint8_t { none, bytes_32, bytes_64, bytes_128 };
 
-/// A tiled map over an f32 tensor of up to 5 dimensions, innermost (contiguous) first.
+/// The type of a tiled map's elements (TMA moves bytes; the type sets their size).
+enum class TensorMapElement : std::uint8_t { f32, f16, bf16 };
+
+/// A tiled map over a tensor of up to 5 dimensions, innermost (contiguous) first.
 struct TiledTensorMap {
     const void* base = nullptr;
     std::span<const std::uint64_t> dims;          ///< elements per dimension
     std::span<const std::uint64_t> byte_strides;  ///< of dims[1], dims[2], … (dims[0] is contiguous)
     std::span<const std::uint32_t> box;           ///< elements per dimension of one copy
     TensorMapSwizzle swizzle = TensorMapSwizzle::bytes_128;
+    TensorMapElement element = TensorMapElement::f32;
 
     /// Why TMA cannot take this map — the rule broken, in words — or "" when it can. Needs no driver.
     [[nodiscard]] std::string unsupported_reason() const;

@@ -16,7 +16,18 @@ static_assert(sizeof(TensorMap) == sizeof(CUtensorMap) && alignof(TensorMap) == 
 
 namespace {
 
-constexpr std::uint64_t element_bytes = 4;  // f32
+constexpr std::uint64_t f32_bytes = 4;  // im2col maps are over f32 tensors
+
+constexpr std::uint64_t element_bytes(TensorMapElement e) { return e == TensorMapElement::f32 ? 4 : 2; }
+
+CUtensorMapDataType driver_type(TensorMapElement e) {
+    switch (e) {
+        case TensorMapElement::f32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+        case TensorMapElement::f16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+        case TensorMapElement::bf16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    }
+    return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+}
 
 /// The widest inner box row a swizzle mode allows, in bytes (0: no limit beyond 256 elements).
 constexpr std::uint64_t swizzle_span(TensorMapSwizzle s) {
@@ -55,7 +66,7 @@ std::string layout_reason(const void* base, std::span<const std::uint64_t> dims,
         if (byte_strides[i] % 16 || byte_strides[i] >= (1ull << 40))
             return fmt::format(
                 "the stride of dimension {} is {} bytes: TMA needs a multiple of 16 below 2^40 "
-                "(for f32 rows: a row length that is a multiple of 4)",
+                "(rows whose length is a multiple of 16 bytes: 4 f32 or 8 16-bit values)",
                 i + 1, byte_strides[i]);
     return {};
 }
@@ -102,7 +113,7 @@ std::string TiledTensorMap::unsupported_reason() const {
     if (auto why = layout_reason(base, dims, byte_strides); !why.empty()) return why;
     for (std::size_t i = 0; i < rank; ++i)
         if (box[i] == 0 || box[i] > 256) return fmt::format("box dimension {} is {}: TMA takes 1 to 256", i, box[i]);
-    return inner_box_reason(box[0] * element_bytes, swizzle);
+    return inner_box_reason(box[0] * element_bytes(element), swizzle);
 }
 
 TensorMap TiledTensorMap::encode() const {
@@ -117,8 +128,8 @@ TensorMap TiledTensorMap::encode() const {
         if (i + 1 < rank) stride[i] = byte_strides[i];
     }
     return encode_in_owner_context(base, "cuTensorMapEncodeTiled", [&](const detail::Driver& d, CUtensorMap* map) {
-        return d.cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, rank, const_cast<void*>(base), size,
-                                        stride, box_size, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        return d.cuTensorMapEncodeTiled(map, driver_type(element), rank, const_cast<void*>(base), size, stride,
+                                        box_size, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                         driver_swizzle(swizzle), CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     });
@@ -142,7 +153,7 @@ std::string Im2colTensorMap::unsupported_reason() const {
     if (channels == 0 || channels > 256) return fmt::format("{} channels per position: TMA takes 1 to 256", channels);
     if (pixels == 0 || pixels > 256)
         return fmt::format("{} positions per copy: kjit asks TMA for 1 to 256 (what every driver takes)", pixels);
-    return inner_box_reason(std::uint64_t{channels} * element_bytes, swizzle);
+    return inner_box_reason(std::uint64_t{channels} * f32_bytes, swizzle);
 }
 
 TensorMap Im2colTensorMap::encode() const {

@@ -37,6 +37,15 @@ TEST_CASE("tensor maps: every TMA rule broken is named before the driver is aske
     CHECK(reason(m).find("box dimension 1 is 300") != std::string::npos);
     m.box = ragged;
     CHECK(reason(m).find("inner box is 24 bytes") != std::string::npos);
+    m.box = wide;  // 64 16-bit values: one 128-byte swizzled row
+    m.swizzle = TensorMapSwizzle::bytes_128;
+    m.element = TensorMapElement::bf16;
+    CHECK(reason(m).empty());
+    m.box = huge;
+    m.element = TensorMapElement::f16;
+    CHECK(reason(m).find("box dimension 1 is 300") != std::string::npos);
+    m.box = ragged;  // 6 16-bit values: 12 bytes
+    CHECK(reason(m).find("inner box is 12 bytes") != std::string::npos);
     m = ok;
     m.byte_strides = std::span<const std::uint64_t>(strides).first(1);
     CHECK(reason(m).find("3 dimensions need 2 strides") != std::string::npos);

@@ -7,18 +7,17 @@
 
 namespace attention {
 
-template <class Mainloop, class T, int BLOCK_M, int BLOCK_N, int HEAD_DIM, bool CAUSAL>
-__device__ __forceinline__ void forward(const T* q, const T* k, const T* v, T* o, float* lse, int heads, int kv_heads,
-                                        int seq, int kv_seq, float scale, Strides qs, Strides ks, Strides vs,
-                                        Strides os)
+/// `inputs` is what the mainloop reads Q, K and V through (pointers, or TMA maps); O is strided
+/// as `os` says.
+template <class Mainloop, class T, int BLOCK_M, int BLOCK_N, int HEAD_DIM, bool CAUSAL, class Inputs>
+__device__ __forceinline__ void forward(const Inputs& inputs, T* o, float* lse, int heads, int kv_heads, int seq,
+                                        int kv_seq, float scale, Strides os)
 {
     extern __shared__ __align__(16) unsigned char shared[];
     const Work w = this_work<BLOCK_M, CAUSAL>(heads, kv_heads);
     const Mainloop mainloop(kjit::shared_address(shared));
     Accumulator<HEAD_DIM> acc;
-    mainloop.run(acc, q + w.batch * qs.batch + w.head * qs.head, k + w.batch * ks.batch + w.kv_head * ks.head,
-                 v + w.batch * vs.batch + w.kv_head * vs.head, qs, ks, vs, seq, kv_seq, w.m0,
-                 scale * 1.4426950408889634f);
+    if (!mainloop.run(acc, inputs, w, seq, kv_seq, scale * 1.4426950408889634f)) return;  // a producer's thread
     store_output<T, BLOCK_M, BLOCK_N, HEAD_DIM>(acc, mainloop.staging(), o + w.batch * os.batch + w.head * os.head,
                                                 os.row, lse + ((long long)w.batch * heads + w.head) * seq, seq, w.m0);
 }

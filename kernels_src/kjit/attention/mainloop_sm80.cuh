@@ -61,19 +61,23 @@ struct MainloopSm80 {
         }
     }
 
-    /// The whole pass for the block's query rows m0 … m0 + BLOCK_M − 1 of one head.
-    __device__ __forceinline__ void run(Accumulator<HEAD_DIM>& acc, const T* q, const T* k, const T* v,
-                                        const Strides& qs, const Strides& ks, const Strides& vs, int seq, int kv_seq,
-                                        int m0, float c) const
+    /// The whole pass for the block's query rows w.m0 … w.m0 + BLOCK_M − 1 of one head; every
+    /// thread holds output rows (true).
+    __device__ __forceinline__ bool run(Accumulator<HEAD_DIM>& acc, const Pointers<T>& in, const Work& w, int seq,
+                                        int kv_seq, float c) const
     {
-        const int warp = threadIdx.x / 32, row0 = m0 + warp * 16 + lane / 4;
+        const int m0 = w.m0, warp = threadIdx.x / 32, row0 = m0 + warp * 16 + lane / 4;
+        const T* q = in.q + w.batch * in.qs.batch + w.head * in.qs.head;
+        const T* k = in.k + w.batch * in.ks.batch + w.kv_head * in.ks.head;
+        const T* v = in.v + w.batch * in.vs.batch + w.kv_head * in.vs.head;
+        const long long q_row = in.qs.row, k_row = in.ks.row, v_row = in.vs.row;
         const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(m0, kv_seq);
         acc.clear();
 
-        Tl::template load<BLOCK_M>(q_tile, q, qs.row, m0, seq);
+        Tl::template load<BLOCK_M>(q_tile, q, q_row, m0, seq);
         if (tiles.count > 0) {
-            Tl::template load<BLOCK_N>(k_tiles, k, ks.row, 0, kv_seq);
-            Tl::template load<BLOCK_N>(v_tiles, v, vs.row, 0, kv_seq);
+            Tl::template load<BLOCK_N>(k_tiles, k, k_row, 0, kv_seq);
+            Tl::template load<BLOCK_N>(v_tiles, v, v_row, 0, kv_seq);
         }
         kjit::copy_commit();
 
@@ -81,8 +85,8 @@ struct MainloopSm80 {
         for (int j = 0; j < tiles.count; ++j) {
             const int n0 = j * BLOCK_N, buffer = j % 2;
             if (j + 1 < tiles.count) {  // the next tile's loads fly while this one is used
-                Tl::template load<BLOCK_N>(k_tiles + (1 - buffer) * Tl::KV_BYTES, k, ks.row, n0 + BLOCK_N, kv_seq);
-                Tl::template load<BLOCK_N>(v_tiles + (1 - buffer) * Tl::KV_BYTES, v, vs.row, n0 + BLOCK_N, kv_seq);
+                Tl::template load<BLOCK_N>(k_tiles + (1 - buffer) * Tl::KV_BYTES, k, k_row, n0 + BLOCK_N, kv_seq);
+                Tl::template load<BLOCK_N>(v_tiles + (1 - buffer) * Tl::KV_BYTES, v, v_row, n0 + BLOCK_N, kv_seq);
             }
             kjit::copy_commit();
             kjit::copy_wait<1>();
@@ -100,6 +104,7 @@ struct MainloopSm80 {
         // flight: the epilogue stages O in those rows.
         kjit::copy_wait<0>();
         __syncthreads();
+        return true;
     }
 
     /// Where the epilogue stages O (padded rows): the warp's own rows of the Q tile.

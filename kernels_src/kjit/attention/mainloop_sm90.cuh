@@ -1,9 +1,12 @@
-// The attention mainloop on Hopper (sm_90a): both matmuls on warpgroup MMAs. Each consumer
-// warpgroup owns 64 query rows (a warp 16 of them, as in the sm80 mainloop, so the online softmax
-// and the epilogue are shared); K and V tiles load by cp.async into 128-byte-swizzled tiles, the
-// next pair while this one is used. S = Q·Kᵀ reads Q and K through descriptors; O += P·V takes P
-// from registers and V N-major. One warpgroup's softmax overlaps only the other's matmuls here;
-// a producer warp with TMA and ping-pong consumers (FlashAttention-3) are the next step.
+// The attention mainloop on Hopper (sm_90a), FlashAttention-3's structure. A producer warpgroup
+// (one thread; it gives its registers to the others) copies Q once and K and V tile by tile with
+// TMA into 128-byte-swizzled tiles, through a ring of STAGES stages whose "full" barriers the
+// copies complete and whose "empty" barriers the consumers arrive on once their wgmma are done
+// with a tile. Each consumer warpgroup owns 64 query rows (a warp 16 of them, as in the sm80
+// mainloop, so the online softmax and the epilogue are shared) and computes S = Q·Kᵀ (both in
+// shared memory) and O += P·V (P from registers, V read N-major) on wgmma. Within a warpgroup
+// the next tile's S and this tile's P·V are issued together and the softmax of the next tile
+// runs while P·V is in flight: O is rescaled only once P·V has landed.
 #pragma once
 #include "kjit/attention/online_softmax.cuh"
 #include "kjit/attention/tile_scheduler.cuh"
@@ -11,123 +14,214 @@
 #include "kjit/attention/wgmma_16bit.cuh"
 #include "kjit/ptx_sm90.cuh"
 
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "the Hopper attention mainloop uses TMA, wgmma and setmaxnreg: compile it for sm_90a"
+#endif
+
 namespace attention {
 
+/// Q, K and V as TMA maps over {D, S, H, B}, innermost first.
+struct TensorMaps {
+    const kjit::TensorMap &q, &k, &v;
+};
+
 /// ROWS rows of HEAD_DIM 16-bit values as HEAD_DIM/64 column blocks of ROWS × 128 bytes, 16-byte
-/// chunk c of row r stored at chunk c ^ (r % 8): wgmma's 128-byte swizzle, each 8 rows an atom
-/// (the tile starts on a 1024-byte boundary).
+/// chunk c of row r stored at chunk c ^ (r % 8): TMA's 128-byte swizzle, which wgmma reads (each
+/// 8 rows an atom; the tile starts on a 1024-byte boundary).
 template <int ROWS, int HEAD_DIM>
 struct SwizzledTile {
     static constexpr int BYTES = HEAD_DIM / 64 * ROWS * 128;
     static_assert(HEAD_DIM % 64 == 0, "whole 128-byte column blocks");
 
-    static __device__ __forceinline__ unsigned at(unsigned tile, int row, int chunk)
+    /// Rows row0 … row0 + ROWS − 1 of head `head` of batch `batch`, a box per column block,
+    /// completing on `bar`; TMA zero-fills rows past the tensor's.
+    static __device__ __forceinline__ void load(unsigned tile, const kjit::TensorMap& map, int row0, int head,
+                                                int batch, unsigned bar)
     {
-        return tile + chunk / 8 * ROWS * 128 + row * 128 + ((chunk % 8) ^ (row % 8)) * 16;
-    }
-    /// Rows row0 … row0 + ROWS − 1 of a tensor into the tile; rows past `rows` zero-filled.
-    template <int THREADS, class T>
-    static __device__ __forceinline__ void load(unsigned tile, const T* base, long long row_stride, int row0, int rows)
-    {
-        constexpr int CHUNKS = HEAD_DIM / 8;
-        for (int c = threadIdx.x; c < ROWS * CHUNKS; c += THREADS) {
-            const int r = c / CHUNKS, chunk = c % CHUNKS;
-            const bool valid = row0 + r < rows;
-            kjit::copy_async<16>(at(tile, r, chunk), base + (valid ? (row0 + r) * row_stride + chunk * 8 : 0), valid);
-        }
+        for (int b = 0; b < HEAD_DIM / 64; ++b)
+            kjit::tma_load(tile + b * ROWS * 128, map, b * 64, row0, head, batch, bar);
     }
 };
 
 template <class T, int BLOCK_M, int BLOCK_N, int HEAD_DIM, bool CAUSAL>
 struct MainloopSm90 {
-    static constexpr int THREADS = BLOCK_M / 64 * 128, N8 = BLOCK_N / 8;
+    static constexpr int CONSUMERS = BLOCK_M / 64, THREADS = 128 * (CONSUMERS + 1), N8 = BLOCK_N / 8, STAGES = 2;
+    /// Registers a thread: the launch's share (__launch_bounds__(THREADS, 1)), then the
+    /// producer's 24 and the consumers' share of the rest, in setmaxnreg's units of 8.
+    static constexpr int LAUNCH_REGISTERS = 65536 / THREADS / 8 * 8, PRODUCER_REGISTERS = 24,
+                         CONSUMER_REGISTERS = LAUNCH_REGISTERS +
+                                              (LAUNCH_REGISTERS - PRODUCER_REGISTERS) / CONSUMERS / 8 * 8;
     using QTile = SwizzledTile<BLOCK_M, HEAD_DIM>;
     using KVTile = SwizzledTile<BLOCK_N, HEAD_DIM>;
-    /// Q, K ×2, V ×2, and the slack that aligns them to 1024 bytes.
-    static constexpr int SHARED_BYTES = QTile::BYTES + 4 * KVTile::BYTES + 1024;
-    static_assert(BLOCK_M * (HEAD_DIM + 8) * 2 <= 4 * KVTile::BYTES, "the epilogue stages O in K's and V's tiles");
+    static constexpr int BARRIERS = 1 + 4 * STAGES;  // Q full; K, V full and empty a stage
+    /// The slack that aligns the tiles to 1024 bytes, Q, the stages of K and of V, the barriers.
+    static constexpr int SHARED_BYTES = 1024 + QTile::BYTES + 2 * STAGES * KVTile::BYTES + 8 * BARRIERS;
+    static_assert(BLOCK_M * (HEAD_DIM + 8) * 2 <= 2 * STAGES * KVTile::BYTES,
+                  "the epilogue stages O in K's and V's tiles");
 
-    unsigned q_tile, k_tiles, v_tiles;
+    unsigned q_tile, k_tiles, v_tiles, barriers;
 
     __device__ __forceinline__ explicit MainloopSm90(unsigned shared)
-        : q_tile((shared + 1023) & ~1023u), k_tiles(q_tile + QTile::BYTES), v_tiles(k_tiles + 2 * KVTile::BYTES)
+        : q_tile((shared + 1023) & ~1023u),
+          k_tiles(q_tile + QTile::BYTES),
+          v_tiles(k_tiles + STAGES * KVTile::BYTES),
+          barriers(v_tiles + STAGES * KVTile::BYTES)
     {
     }
 
-    /// S = Q · Kᵀ for this warpgroup's 64 rows: k steps of 16 walk 32 bytes along a swizzled
-    /// row, then on to the next column block.
-    __device__ __forceinline__ void scores(float (&s)[N8][4], unsigned k_tile) const
+    __device__ __forceinline__ unsigned q_full() const { return barriers; }
+    __device__ __forceinline__ unsigned k_full(int stage) const { return barriers + 8 * (1 + stage); }
+    __device__ __forceinline__ unsigned v_full(int stage) const { return barriers + 8 * (1 + STAGES + stage); }
+    __device__ __forceinline__ unsigned k_empty(int stage) const { return barriers + 8 * (1 + 2 * STAGES + stage); }
+    __device__ __forceinline__ unsigned v_empty(int stage) const { return barriers + 8 * (1 + 3 * STAGES + stage); }
+    __device__ __forceinline__ unsigned k_tile(int stage) const { return k_tiles + stage * KVTile::BYTES; }
+    __device__ __forceinline__ unsigned v_tile(int stage) const { return v_tiles + stage * KVTile::BYTES; }
+
+    /// Key tile j's place in the ring: its stage, and the parity of that stage's phase.
+    struct Slot {
+        int stage;
+        unsigned phase;
+        __device__ __forceinline__ explicit Slot(int j) : stage(j % STAGES), phase(j / STAGES % 2) {}
+    };
+
+    /// The producer's thread: Q, then K and V of each key tile once the consumers freed the stage
+    /// (a fresh barrier's "previous" phase counts as complete, so the first pass does not wait).
+    __device__ __forceinline__ void produce(const TensorMaps& in, const Work& w, int kv_seq) const
     {
-        const int warpgroup = threadIdx.x / 128;
+        const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w.m0, kv_seq);
+        if (tiles.count == 0) return;
+        kjit::mbarrier_arrive_expect_tx(q_full(), QTile::BYTES);
+        QTile::load(q_tile, in.q, w.m0, w.head, w.batch, q_full());
+        for (int j = 0; j < tiles.count; ++j) {
+            const Slot slot(j);
+            kjit::mbarrier_wait(k_empty(slot.stage), slot.phase ^ 1);
+            kjit::mbarrier_arrive_expect_tx(k_full(slot.stage), KVTile::BYTES);
+            KVTile::load(k_tile(slot.stage), in.k, j * BLOCK_N, w.kv_head, w.batch, k_full(slot.stage));
+            kjit::mbarrier_wait(v_empty(slot.stage), slot.phase ^ 1);
+            kjit::mbarrier_arrive_expect_tx(v_full(slot.stage), KVTile::BYTES);
+            KVTile::load(v_tile(slot.stage), in.v, j * BLOCK_N, w.kv_head, w.batch, v_full(slot.stage));
+        }
+    }
+
+    /// Issues S = Q · K_j for this warpgroup's 64 rows once K_j is in: k steps of 16 walk 32
+    /// bytes along a swizzled row, then on to the next column block.
+    __device__ __forceinline__ void issue_scores(float (&s)[N8][4], int j) const
+    {
+        const Slot slot(j);
+        const unsigned q = q_tile + threadIdx.x / 128 * 64 * 128, k = k_tile(slot.stage);
         for (int nt = 0; nt < N8; ++nt)
             for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
+        kjit::mbarrier_wait(k_full(slot.stage), slot.phase);
         kjit::wgmma_fence();
         for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
             const unsigned step = kk / 4, within = kk % 4 * 32;
-            wgmma_ss<T, BLOCK_N>(
-                reinterpret_cast<float(&)[BLOCK_N / 2]>(s),
-                kjit::wgmma_descriptor_swizzle128(q_tile + step * BLOCK_M * 128 + warpgroup * 64 * 128 + within),
-                kjit::wgmma_descriptor_swizzle128(k_tile + step * BLOCK_N * 128 + within));
+            wgmma_ss<T, BLOCK_N>(reinterpret_cast<float(&)[BLOCK_N / 2]>(s),
+                                 kjit::wgmma_descriptor_swizzle128(q + step * BLOCK_M * 128 + within),
+                                 kjit::wgmma_descriptor_swizzle128(k + step * BLOCK_N * 128 + within));
         }
         kjit::wgmma_commit();
-        kjit::wgmma_wait<0>();
     }
 
-    /// O += P · V: V's 16 rows a k step are two swizzle atoms along K (1024 bytes apart), its
-    /// column blocks of 64 along N (a tile's rows × 128 bytes apart).
-    __device__ __forceinline__ void accumulate(Accumulator<HEAD_DIM>& acc, const float (&p)[N8][4],
-                                               unsigned v_tile) const
+    /// Issues O += P_j · V_j once V_j is in: V's 16 rows a k step are two swizzle atoms along K
+    /// (1024 bytes apart), its column blocks of 64 along N (a tile's rows × 128 bytes apart).
+    __device__ __forceinline__ void issue_values(Accumulator<HEAD_DIM>& acc, const unsigned (&p)[BLOCK_N / 16][4],
+                                                 int j) const
     {
+        const Slot slot(j);
+        kjit::mbarrier_wait(v_full(slot.stage), slot.phase);
         kjit::wgmma_fence();
         for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-            unsigned pf[4];
-            p_fragment<T>(pf, p, kk);
-            const unsigned long long v = kjit::wgmma_descriptor(v_tile + kk * 16 * 128, BLOCK_N * 128, 1024) |
-                                         1ull << 62;
-            wgmma_rs_n_major<T, HEAD_DIM>(reinterpret_cast<float(&)[HEAD_DIM / 2]>(acc.o), pf, v);
+            const unsigned long long v =
+                kjit::wgmma_descriptor(v_tile(slot.stage) + kk * 16 * 128, BLOCK_N * 128, 1024) | 1ull << 62;
+            wgmma_rs_n_major<T, HEAD_DIM>(reinterpret_cast<float(&)[HEAD_DIM / 2]>(acc.o), p[kk], v);
         }
         kjit::wgmma_commit();
-        kjit::wgmma_wait<0>();
     }
 
-    /// The whole pass for the block's query rows m0 … m0 + BLOCK_M − 1 of one head.
-    __device__ __forceinline__ void run(Accumulator<HEAD_DIM>& acc, const T* q, const T* k, const T* v,
-                                        const Strides& qs, const Strides& ks, const Strides& vs, int seq, int kv_seq,
-                                        int m0, float c) const
+    /// One arrival a consumer warp on `bar`: its warpgroup's wgmma are done with that tile.
+    __device__ __forceinline__ void release(unsigned bar) const
+    {
+        if (threadIdx.x % 32 == 0) kjit::mbarrier_arrive(bar);
+    }
+
+    /// A consumer warpgroup's pass over the key tiles for its rows of the block's.
+    __device__ __forceinline__ void consume(Accumulator<HEAD_DIM>& acc, int m0, int kv_seq, float c) const
     {
         const int row0 = m0 + threadIdx.x / 32 * 16 + threadIdx.x % 32 / 4;
         const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(m0, kv_seq);
         acc.clear();
-        QTile::template load<THREADS>(q_tile, q, qs.row, m0, seq);
-        if (tiles.count > 0) {
-            KVTile::template load<THREADS>(k_tiles, k, ks.row, 0, kv_seq);
-            KVTile::template load<THREADS>(v_tiles, v, vs.row, 0, kv_seq);
+        if (tiles.count == 0) return;
+        float s[N8][4], rescale[2];
+        unsigned p[BLOCK_N / 16][4];
+        // S_j to P_j in the registers p: masked where a row sees a key it must not.
+        auto softmax = [&](int j) {
+            if (j >= tiles.first_masked) mask_scores<CAUSAL>(s, j * BLOCK_N, row0, kv_seq);
+            softmax_rows(acc, s, c, rescale);
+        };
+        auto to_fragments = [&] {
+            for (int kk = 0; kk < BLOCK_N / 16; ++kk) p_fragment<T>(p[kk], s, kk);
+        };
+        kjit::mbarrier_wait(q_full(), 0);
+        issue_scores(s, 0);
+        kjit::wgmma_wait<0>();
+        fence_registers(s);
+        release(k_empty(0));
+        softmax(0);  // O is still 0: nothing to rescale
+        to_fragments();
+        for (int j = 1; j < tiles.count; ++j) {
+            issue_scores(s, j);
+            issue_values(acc, p, j - 1);
+            kjit::wgmma_wait<1>();  // S_j is in; P_{j−1}·V_{j−1} may still run
+            fence_registers(s);
+            release(k_empty(Slot(j).stage));
+            softmax(j);
+            kjit::wgmma_wait<0>();
+            fence_registers(acc.o);
+            release(v_empty(Slot(j - 1).stage));
+            acc.rescale(rescale);
+            to_fragments();
         }
-        kjit::copy_commit();
-        for (int j = 0; j < tiles.count; ++j) {
-            const int n0 = j * BLOCK_N, buffer = j % 2;
-            if (j + 1 < tiles.count) {  // the next tile's loads fly while this one is used
-                const unsigned next = (1 - buffer) * KVTile::BYTES;
-                KVTile::template load<THREADS>(k_tiles + next, k, ks.row, n0 + BLOCK_N, kv_seq);
-                KVTile::template load<THREADS>(v_tiles + next, v, vs.row, n0 + BLOCK_N, kv_seq);
+        issue_values(acc, p, tiles.count - 1);
+        kjit::wgmma_wait<0>();
+        fence_registers(acc.o);
+        release(v_empty(Slot(tiles.count - 1).stage));
+    }
+
+    /// The whole pass for the block's query rows w.m0 … w.m0 + BLOCK_M − 1 of one head. Consumer
+    /// threads return true with their rows' O, m and l; the producer's return false.
+    __device__ __forceinline__ bool run(Accumulator<HEAD_DIM>& acc, const TensorMaps& in, const Work& w, int,
+                                        int kv_seq, float c) const
+    {
+        if (threadIdx.x == 0) {
+            kjit::mbarrier_init(q_full(), 1);
+            for (int s = 0; s < STAGES; ++s) {
+                kjit::mbarrier_init(k_full(s), 1);  // the producer's expect_tx
+                kjit::mbarrier_init(v_full(s), 1);
+                kjit::mbarrier_init(k_empty(s), 4 * CONSUMERS);  // one per consumer warp
+                kjit::mbarrier_init(v_empty(s), 4 * CONSUMERS);
             }
-            kjit::copy_commit();
-            kjit::copy_wait<1>();
-            kjit::fence_proxy_async();  // the copies, visible to wgmma
-            __syncthreads();
-            float s[N8][4];
-            scores(s, k_tiles + buffer * KVTile::BYTES);
-            if (j >= tiles.first_masked) mask_scores<CAUSAL>(s, n0, row0, kv_seq);
-            online_softmax(acc, s, c);
-            accumulate(acc, s, v_tiles + buffer * KVTile::BYTES);
-            __syncthreads();  // this buffer is loaded again two tiles on
+            kjit::fence_barrier_init();
         }
-        kjit::copy_wait<0>();  // as in the sm80 mainloop: the epilogue reuses these tiles
         __syncthreads();
+        if (threadIdx.x / 128 == CONSUMERS) {
+            if constexpr (CONSUMERS > 1) kjit::setmaxnreg_dec<PRODUCER_REGISTERS>();
+            if (threadIdx.x == 128 * CONSUMERS) {
+                kjit::prefetch_tensor_map(in.k);
+                kjit::prefetch_tensor_map(in.v);
+                produce(in, w, kv_seq);
+            }
+            return false;
+        }
+        if constexpr (CONSUMERS > 1) kjit::setmaxnreg_inc<CONSUMER_REGISTERS>();
+        consume(acc, w.m0, kv_seq, c);
+        // Every consumer's wgmma are done before the epilogue stages O over K's and V's tiles;
+        // every copy the producer issued has landed (each was waited for).
+        kjit::named_barrier_sync(1, 128 * CONSUMERS);
+        return true;
     }
 
     /// Where the epilogue stages O (padded rows, BLOCK_M × (HEAD_DIM + 8) values): K's and V's
-    /// buffers, free after the pass.
+    /// tiles, free after the pass.
     __device__ __forceinline__ unsigned staging() const { return k_tiles; }
 };
 

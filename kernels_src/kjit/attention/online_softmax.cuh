@@ -2,7 +2,9 @@
 // the MMA accumulator layout (mma.sync's m16n8 tiles and wgmma's m64nN rows alike: this thread
 // holds rows g and g + 8, columns 8j + 2t and the next, g = lane / 4, t = lane % 4):
 //   masked → m = max(m, rowmax S·c), P = 2^(S·c − m), l = l·2^(m_old − m) + ΣP, O = O·2^(m_old − m)
-// with c = scale · log2 e; and the P fragments the P·V product reads.
+// with c = scale · log2 e; and the P fragments the P·V product reads. O's rescale is a step of
+// its own: the Hopper mainloop makes it once the previous tile's P·V, still in flight during the
+// softmax, has landed.
 #pragma once
 #include "kjit/attention/fragments.cuh"
 
@@ -22,6 +24,12 @@ struct Accumulator {
         for (int d = 0; d < HEAD_DIM / 8; ++d)
             for (int e = 0; e < 4; ++e) o[d][e] = 0.f;
     }
+    /// O's two rows times their factors (the softmax's 2^(m_old − m)).
+    __device__ __forceinline__ void rescale(const float (&factor)[2])
+    {
+        for (int d = 0; d < HEAD_DIM / 8; ++d)
+            for (int e = 0; e < 4; ++e) o[d][e] *= factor[e / 2];
+    }
 };
 
 /// Keys past kv_seq, or after the row when causal, to −∞ (they drop out of the softmax); the
@@ -37,9 +45,11 @@ __device__ __forceinline__ void mask_scores(float (&s)[N8][4], int n0, int row0,
         }
 }
 
-/// The online softmax step: S becomes P, m and l move on, O is rescaled.
+/// The online softmax step on the scores: S becomes P, m and l move on; `rescale` is what O's
+/// rows must be multiplied by before P · V is added.
 template <int N8, int HEAD_DIM>
-__device__ __forceinline__ void online_softmax(Accumulator<HEAD_DIM>& acc, float (&s)[N8][4], float c)
+__device__ __forceinline__ void softmax_rows(Accumulator<HEAD_DIM>& acc, float (&s)[N8][4], float c,
+                                             float (&rescale)[2])
 {
     for (int r = 0; r < 2; ++r) {
         float tile_max = minus_infinity();
@@ -48,7 +58,7 @@ __device__ __forceinline__ void online_softmax(Accumulator<HEAD_DIM>& acc, float
         tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
         const float m = fmaxf(acc.row_max[r], tile_max * c);
         const float base = m == minus_infinity() ? 0.f : m;  // a row that has seen no key stays at 0
-        const float rescale = exp2(acc.row_max[r] - base);
+        rescale[r] = exp2(acc.row_max[r] - base);
         acc.row_max[r] = m;
         float sum = 0.f;
         for (int nt = 0; nt < N8; ++nt)
@@ -56,9 +66,17 @@ __device__ __forceinline__ void online_softmax(Accumulator<HEAD_DIM>& acc, float
                 s[nt][e] = exp2(fmaf(s[nt][e], c, -base));
                 sum += s[nt][e];
             }
-        acc.row_sum[r] = acc.row_sum[r] * rescale + sum;
-        for (int d = 0; d < HEAD_DIM / 8; ++d) acc.o[d][2 * r] *= rescale, acc.o[d][2 * r + 1] *= rescale;
+        acc.row_sum[r] = acc.row_sum[r] * rescale[r] + sum;
     }
+}
+
+/// The whole step: S becomes P and O is rescaled.
+template <int N8, int HEAD_DIM>
+__device__ __forceinline__ void online_softmax(Accumulator<HEAD_DIM>& acc, float (&s)[N8][4], float c)
+{
+    float rescale[2];
+    softmax_rows(acc, s, c, rescale);
+    acc.rescale(rescale);
 }
 
 /// Keys 16kk … 16kk + 15 of P as a 16×16 A fragment: two neighbouring 16×8 accumulator tiles.

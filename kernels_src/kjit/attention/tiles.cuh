@@ -12,6 +12,13 @@ struct Strides {
     long long batch, head, row;
 };
 
+/// Q, K and V as the sm80 mainloop reads them: pointers and strides.
+template <class T>
+struct Pointers {
+    const T *q, *k, *v;
+    Strides qs, ks, vs;
+};
+
 template <int BLOCK_M, int BLOCK_N, int HEAD_DIM>
 struct Tiles {
     static constexpr int WARPS = BLOCK_M / 16;  // a warp owns 16 query rows

@@ -57,4 +57,13 @@ KJIT_WGMMA_16BIT(kjit::f16, "f16", 128, 64, "%64", "%65", "{%64, %65, %66, %67}"
 #undef KJIT_NAMES_32
 #undef KJIT_NAMES_64
 
+/// Pins registers an asynchronous wgmma writes: the compiler takes an MMA to be done once issued,
+/// so without this it could move their uses before the wgmma_wait that makes them ready.
+template <int ROWS, int COLS>
+__device__ __forceinline__ void fence_registers(float (&r)[ROWS][COLS])
+{
+    for (int i = 0; i < ROWS; ++i)
+        for (int j = 0; j < COLS; ++j) asm volatile("" : "+f"(r[i][j])::"memory");
+}
+
 }  // namespace attention

@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <memory>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "ops/op_checks.hpp"
+#include "ops/tensor_map_cache.hpp"
 
 namespace kjit {
 
@@ -71,12 +73,13 @@ std::span<const AttentionTiles> AttentionTiles::configurations() {
 }
 
 unsigned AttentionTiles::threads() const {
-    return static_cast<unsigned>(sm90 ? block_m / 64 * 128
-                                      : block_m / 16 * 32);  // a warpgroup per 64 rows, a warp per 16
+    // sm90: a consumer warpgroup per 64 rows and the producer's; sm80: a warp per 16 rows.
+    return static_cast<unsigned>(sm90 ? (block_m / 64 + 1) * 128 : block_m / 16 * 32);
 }
 
 unsigned AttentionTiles::shared_bytes(int head_dim) const {
-    if (sm90) return static_cast<unsigned>((block_m + 4 * block_n) * head_dim * 2 + 1024);
+    // sm90 (kjit/attention/mainloop_sm90.cuh): alignment slack, 9 mbarriers of 8 bytes.
+    if (sm90) return static_cast<unsigned>(1024 + (block_m + 4 * block_n) * head_dim * 2 + 8 * 9);
     return static_cast<unsigned>((block_m + 4 * block_n) * (head_dim + 8) * 2);
 }
 
@@ -122,17 +125,27 @@ AttentionTiles parse_attention_config(std::string_view text) {
 // ---- the op --------------------------------------------------------------------------------------------
 
 namespace {
-/// The kernel of these constants; UsageError for constants no kernel has.
+/// The kernel of these constants; UsageError for constants no kernel has. The sm80 kernel reads
+/// q, k and v through pointers and strides, the sm90 one through TMA maps.
 Kernel attention_kernel(Scalar dtype, int head_dim, bool causal, AttentionTiles tiles) {
     AttentionShape{.head_dim = head_dim, .dtype = dtype}.validate();
     tiles.validate(head_dim, std::numeric_limits<int>::max());  // the device's limit is checked at dispatch
     const ParamType t{dtype, true};
-    std::vector<Param> params{{"q", t}, {"k", t}, {"v", t}, {"o", t}, {"lse", {Scalar::f32, true}}};
-    for (const char* n : {"heads", "kv_heads", "seq", "kv_seq"}) params.push_back({n, {Scalar::i32}});
-    params.push_back({"scale", {Scalar::f32}});
-    for (const char* tensor : {"q", "k", "v", "o"})
+    std::vector<Param> params;
+    const auto strides_of = [&](const char* tensor) {
         for (const char* dim : {"batch", "head", "row"})
             params.push_back({fmt::format("{}_{}", tensor, dim), {Scalar::i64}});
+    };
+    if (tiles.sm90)
+        params = {{"q_map", {Scalar::tensor_map}}, {"k_map", {Scalar::tensor_map}}, {"v_map", {Scalar::tensor_map}}};
+    else params = {{"q", t}, {"k", t}, {"v", t}};
+    params.push_back({"o", t});
+    params.push_back({"lse", {Scalar::f32, true}});
+    for (const char* n : {"heads", "kv_heads", "seq", "kv_seq"}) params.push_back({n, {Scalar::i32}});
+    params.push_back({"scale", {Scalar::f32}});
+    if (!tiles.sm90)
+        for (const char* tensor : {"q", "k", "v"}) strides_of(tensor);
+    strides_of("o");
     KernelSpec spec{std::string(tiles.sm90 ? attention_sm90_family : attention_family),
                     {{"DTYPE", dtype},
                      {"BLOCK_M", std::int64_t{tiles.block_m}},
@@ -141,10 +154,50 @@ Kernel attention_kernel(Scalar dtype, int head_dim, bool causal, AttentionTiles 
                      {"CAUSAL", causal}},
                     std::move(params),
                     tiles.threads()};
-    if (tiles.sm90) spec.only_for = Arch::parse("sm_90a");  // wgmma
+    if (tiles.sm90) {
+        spec.only_for = Arch::parse("sm_90a");         // TMA, wgmma, setmaxnreg
+        spec.max_threads_per_block = tiles.threads();  // caps registers at the launch share setmaxnreg moves
+        spec.min_blocks_per_multiprocessor = 1;
+    }
     return Kernel(std::move(spec));
 }
+
+/// What a Hopper call's maps depend on: the tensors and the problem.
+struct MapPlan {
+    const void *q, *k, *v;
+    AttentionShape shape;
+    [[nodiscard]] bool same_maps(const MapPlan& o) const {
+        return q == o.q && k == o.k && v == o.v && shape == o.shape;
+    }
+};
+
+/// A map over `heads` × `rows` rows of one tensor in `layout`: dims {D, rows, heads, batch},
+/// boxes of 64 columns (one 128-byte swizzled row) × `box_rows`.
+TensorMap attention_map(const void* base, const AttentionShape& s, int heads, int rows, unsigned box_rows,
+                        AttentionLayout layout) {
+    const AttentionStrides e = AttentionStrides::of(layout, heads, rows, s.head_dim);
+    const std::uint64_t dims[] = {static_cast<std::uint64_t>(s.head_dim),
+                                  static_cast<std::uint64_t>(std::max(rows, 1)),  // no keys: never read
+                                  static_cast<std::uint64_t>(heads), static_cast<std::uint64_t>(s.batch)};
+    const std::uint64_t strides[] = {static_cast<std::uint64_t>(e.row) * 2, static_cast<std::uint64_t>(e.head) * 2,
+                                     static_cast<std::uint64_t>(e.batch) * 2};
+    const std::uint32_t box[] = {64, box_rows, 1, 1};
+    return TiledTensorMap{base,
+                          dims,
+                          strides,
+                          box,
+                          TensorMapSwizzle::bytes_128,
+                          s.dtype == Scalar::f16 ? TensorMapElement::f16 : TensorMapElement::bf16}
+        .encode();
+}
+
+struct CallMaps {
+    MapPlan plan;
+    TensorMap q, k, v;
+};
 }  // namespace
+
+class AttentionForwardOp::MapCache : public detail::TensorMapCache<MapPlan, CallMaps> {};
 
 AttentionForwardOp::AttentionForwardOp(Scalar dtype, int head_dim, bool causal, AttentionTiles tiles,
                                        AttentionLayout layout, float scale)
@@ -154,7 +207,10 @@ AttentionForwardOp::AttentionForwardOp(Scalar dtype, int head_dim, bool causal, 
       tiles_(tiles),
       layout_(layout),
       scale_(scale > 0 ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim))),
-      kernel_(attention_kernel(dtype, head_dim, causal, tiles)) {}
+      kernel_(attention_kernel(dtype, head_dim, causal, tiles)),
+      maps_(std::make_unique<MapCache>()) {}
+
+AttentionForwardOp::~AttentionForwardOp() = default;
 
 AttentionShape AttentionForwardOp::shape_of(std::span<const ShapeView> in) const {
     require(in.size() == 3, "attention takes 3 inputs (q, k, v), {} given", in.size());
@@ -231,20 +287,34 @@ void AttentionForwardOp::pack_args(const OpCall& call, ArgVisitor& visitor) cons
     aligned(call.inputs[1].data, "k");
     aligned(call.inputs[2].data, "v");
     aligned(call.output, "o");
-    visitor.visit_ptr(call.inputs[0].data);
-    visitor.visit_ptr(call.inputs[1].data);
-    visitor.visit_ptr(call.inputs[2].data);
+    const AttentionStrides q = AttentionStrides::of(layout_, s.heads, s.seq, head_dim_);
+    const AttentionStrides kv = AttentionStrides::of(layout_, s.kv_heads, s.kv_seq, head_dim_);
+    if (tiles_.sm90) {
+        const MapPlan plan{call.inputs[0].data, call.inputs[1].data, call.inputs[2].data, s};
+        const auto& maps = maps_->get(plan, [&](const MapPlan& p) {
+            const auto box_m = static_cast<unsigned>(tiles_.block_m), box_n = static_cast<unsigned>(tiles_.block_n);
+            return CallMaps{p, attention_map(p.q, s, s.heads, s.seq, box_m, layout_),
+                            attention_map(p.k, s, s.kv_heads, s.kv_seq, box_n, layout_),
+                            attention_map(p.v, s, s.kv_heads, s.kv_seq, box_n, layout_)};
+        });
+        visitor.visit_tensor_map(maps.q);
+        visitor.visit_tensor_map(maps.k);
+        visitor.visit_tensor_map(maps.v);
+    } else {
+        for (std::size_t i = 0; i < 3; ++i) visitor.visit_ptr(call.inputs[i].data);
+    }
     visitor.visit_ptr(call.output);
     visitor.visit_ptr(non_null(call.params[0], "lse"));
     for (int v : {s.heads, s.kv_heads, s.seq, s.kv_seq}) visitor.visit_i32(v);
     visitor.visit_f32(scale_);
-    const AttentionStrides q = AttentionStrides::of(layout_, s.heads, s.seq, head_dim_);
-    const AttentionStrides kv = AttentionStrides::of(layout_, s.kv_heads, s.kv_seq, head_dim_);
-    for (const AttentionStrides& t : {q, kv, kv, q}) {
+    const auto strides = [&](const AttentionStrides& t) {
         visitor.visit_i64(t.batch);
         visitor.visit_i64(t.head);
         visitor.visit_i64(t.row);
-    }
+    };
+    if (!tiles_.sm90)
+        for (const AttentionStrides& t : {q, kv, kv}) strides(t);
+    strides(q);  // o
 }
 
 }  // namespace kjit

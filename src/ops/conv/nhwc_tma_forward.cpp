@@ -6,8 +6,8 @@
 
 #include "kjit/ceil_div.cuh"
 #include "ops/conv/gemm_forward.hpp"
-#include "ops/conv/tensor_map_cache.hpp"
 #include "ops/op_checks.hpp"
+#include "ops/tensor_map_cache.hpp"
 
 namespace kjit {
 

@@ -14,8 +14,8 @@
 #include "kjit/gemm_geometry.cuh"
 #include "ops/conv/conv_call.hpp"
 #include "ops/conv/gemm_forward.hpp"
-#include "ops/conv/tensor_map_cache.hpp"
 #include "ops/op_checks.hpp"
+#include "ops/tensor_map_cache.hpp"
 
 namespace kjit {
 

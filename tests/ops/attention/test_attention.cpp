@@ -53,8 +53,10 @@ TEST_CASE("attention tiles: shared memory, the limits they are checked against, 
     CHECK(AttentionTiles{128, 64}.threads() == 256);
     CHECK(AttentionTiles{64, 128}.threads() == 128);
     CHECK(AttentionTiles{128, 64}.shared_bytes(128) == (128 + 4 * 64) * 136 * 2);
-    CHECK(AttentionTiles{128, 128, true}.threads() == 256);  // two consumer warpgroups
-    CHECK(AttentionTiles{128, 128, true}.shared_bytes(128) == (128 + 4 * 128) * 128 * 2 + 1024);
+    CHECK(AttentionTiles{128, 128, true}.threads() == 384);  // two consumer warpgroups and the producer
+    CHECK(AttentionTiles{64, 128, true}.threads() == 256);
+    // Q, two stages of K and V, alignment slack, nine mbarriers.
+    CHECK(AttentionTiles{128, 128, true}.shared_bytes(128) == (128 + 4 * 128) * 128 * 2 + 1024 + 72);
     for (const auto& t : AttentionTiles::configurations())
         for (int d : {64, 96, 128})
             if (!t.sm90 || d != 96) CHECK_NOTHROW(t.validate(d, h100.max_shared_bytes));
@@ -318,11 +320,16 @@ TEST_CASE(
             CHECK(c.ptx.find(".f32." + type + "." + type) != std::string::npos);
             CHECK(c.ptx.find("wgmma.mma_async.sync.aligned.m64n") != std::string::npos);
             CHECK(c.log.find("serialized") == std::string::npos);  // ptxas kept the wgmma asynchronous
+            CHECK(c.ptx.find("cp.async.bulk.tensor.4d.shared::cluster.global") != std::string::npos);  // TMA
+            // Two consumer warpgroups (384 threads, 168 registers at launch) take the producer's registers.
+            CHECK((c.ptx.find("setmaxnreg.inc.sync.aligned.u32 240") != std::string::npos) ==
+                  (k.max_threads_per_block() == 384));
+            CHECK(c.resources.registers <= 65536 / k.max_threads_per_block());
         } else {
             CHECK(c.ptx.find("mma.sync.aligned.m16n8k16.row.col.f32." + type + "." + type + ".f32") !=
                   std::string::npos);
             CHECK(c.ptx.find("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") != std::string::npos);
+            CHECK(c.ptx.find("cp.async.cg.shared.global") != std::string::npos);
         }
-        CHECK(c.ptx.find("cp.async.cg.shared.global") != std::string::npos);
     });
 }

@@ -1,4 +1,4 @@
-// The tensor maps a Hopper conv op built, kept per pointer set and shape: a graph calls an op
+// The tensor maps a Hopper op (conv, attention) built, kept per pointer set and shape: a graph calls an op
 // with one set, so each map is encoded once; the bound keeps an op called with fresh buffers
 // every time from growing.
 #pragma once
@@ -18,25 +18,26 @@ struct CallMaps {
     TensorMap x, w, y;  // empty where the kernel reads or writes that tensor through a pointer
 };
 
-template <class Plan>
+/// Maps: what is kept for a plan (a `plan` member and the maps; CallMaps for conv's three).
+template <class Plan, class Maps = CallMaps<Plan>>
 class TensorMapCache {
 public:
-    /// The maps of `plan`, encoded by `encode(plan)` (returning CallMaps<Plan>) the first time a
-    /// plan with the same maps comes. Packed arguments point into the entry: it stays put.
+    /// The maps of `plan`, encoded by `encode(plan)` (returning Maps) the first time a plan with
+    /// the same maps comes. Packed arguments point into the entry: it stays put.
     template <class Encode>
-    const CallMaps<Plan>& get(const Plan& plan, Encode encode) {
+    const Maps& get(const Plan& plan, Encode encode) {
         std::lock_guard lock(mutex_);
         for (const auto& m : maps_)
             if (m->plan.same_maps(plan)) return *m;
         if (maps_.size() == capacity) maps_.pop_front();
-        maps_.push_back(std::make_unique<CallMaps<Plan>>(encode(plan)));
+        maps_.push_back(std::make_unique<Maps>(encode(plan)));
         return *maps_.back();
     }
 
 private:
     static constexpr std::size_t capacity = 64;
     std::mutex mutex_;
-    std::deque<std::unique_ptr<CallMaps<Plan>>> maps_;
+    std::deque<std::unique_ptr<Maps>> maps_;
 };
 
 }  // namespace kjit::detail
