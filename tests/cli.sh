@@ -367,6 +367,10 @@ usage)  # usage errors exit 2 and say what to do
   contains "--dtype: f32 not in {bf16,f16}"
   expect 2 "$kjit" run flash_attention2 --batch 2 --heads 8 --seq 100 --config "BLOCK_M=64"
   contains "is not '[SM90=1] BLOCK_M=<rows> BLOCK_N=<keys>'"
+  expect 2 "$kjit" run flash_attention2 --batch 2 --heads 8 --seq 100 --config "SM90=1 BLOCK_M=192 BLOCK_N=128"
+  contains "too few registers for 128 keys a step at this head dim; use BLOCK_N=64, or BLOCK_M=128"
+  expect 2 "$kjit" run flash_attention2 --batch 2 --heads 8 --seq 100 --head-dim 96 --config "SM90=1 BLOCK_M=128 BLOCK_N=128"
+  contains "head_dim 64 or 128 (the sm80 tiles take head_dim 96)"
   expect 2 "$kjit" run flash_attention2 --batch 2 --heads 8 --seq 100 --cin 3
   contains "not a conv layer's options"
   expect 2 "$kjit" run conv2d_bn_silu --batch 1 --cin 8 --cout 8 --hw 4 4 --causal

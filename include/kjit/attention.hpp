@@ -61,9 +61,11 @@ struct AttentionTiles {
     /// Q, and K and V double-buffered: rows padded by 16 bytes (sm80), or 128-byte-swizzled
     /// tiles aligned to 1024 bytes and the pipeline's mbarriers (sm90).
     [[nodiscard]] unsigned shared_bytes(int head_dim) const;
-    /// Throws UsageError naming the rule broken (sm80: multiples of 16, 16 ≤ block_m ≤ 128,
-    /// block_n ≤ 128; sm90: block_m 64 or 128, block_n 64 or 128, head dim 64 or 128; shared memory
-    /// over `max_shared_bytes`).
+    /// Why no kernel of these tiles exists at `head_dim` (sm80: multiples of 16, 16 ≤ block_m ≤
+    /// 128, block_n ≤ 128; sm90: block_m 64, 128 or 192 — one to three consumer warpgroups —,
+    /// block_n 64 or 128, head dim 64 or 128, and not 192 × 128 at 128), or "" where one does.
+    [[nodiscard]] std::string unsupported_reason(int head_dim) const;
+    /// Throws UsageError with unsupported_reason(), or where shared memory is over `max_shared_bytes`.
     void validate(int head_dim, int max_shared_bytes) const;
     /// The same against a device: also that it runs the mainloop (sm90 tiles need a 9.0 one).
     void validate(int head_dim, const DeviceTraits& device) const;

@@ -205,6 +205,8 @@ int run_attention(const Common& common, int batch, const AttentionOptions& o, co
     const AttentionShape s = shape_of(batch, o);
     const std::optional<AttentionTiles> given = config.empty() ? std::nullopt
                                                                : std::optional(parse_attention_config(config));
+    if (given)  // tiles no kernel has at this head dim are a usage error, GPU or not
+        if (auto why = given->unsupported_reason(s.head_dim); !why.empty()) throw UsageError(why);
     const Device device = gpu_or_explain("run");
     Runtime& rt = runtime(common);
     const DeviceTraits traits = DeviceTraits::of(device);

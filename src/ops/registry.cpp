@@ -101,7 +101,7 @@ std::vector<Kernel> attention_configurations() {
         for (const int head_dim : {64, 96, 128})
             for (const bool causal : {false, true})
                 for (const auto& t : AttentionTiles::configurations())
-                    if (t.sm90 == SM90 && (!SM90 || head_dim % 64 == 0))
+                    if (t.sm90 == SM90 && t.unsupported_reason(head_dim).empty())
                         kernels.push_back(AttentionForwardOp(dtype, head_dim, causal, t).kernel());
     return kernels;
 }

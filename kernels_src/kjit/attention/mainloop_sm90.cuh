@@ -6,7 +6,9 @@
 // mainloop, so the online softmax and the epilogue are shared) and computes S = Q·Kᵀ (both in
 // shared memory) and O += P·V (P from registers, V read N-major) on wgmma. Within a warpgroup
 // the next tile's S and this tile's P·V are issued together and the softmax of the next tile
-// runs while P·V is in flight: O is rescaled only once P·V has landed.
+// runs while P·V is in flight: O is rescaled only once P·V has landed. Across warpgroups, they
+// take turns issuing (ping-pong): while one's matmuls hold the tensor cores the others run their
+// softmax.
 #pragma once
 #include "kjit/attention/online_softmax.cuh"
 #include "kjit/attention/tile_scheduler.cuh"
@@ -144,6 +146,28 @@ struct MainloopSm90 {
         if (threadIdx.x % 32 == 0) kjit::mbarrier_arrive(bar);
     }
 
+    /// The consumers' turns at issuing matmuls, round robin: warpgroup i waits on barrier
+    /// FIRST_TURN + i, which the one before it arrives on once it has issued. The last starts
+    /// the round (an arrival the first's first turn takes) and makes no arrival after its last
+    /// turn, so every barrier's arrivals match its waits. Barrier 1 closes the pass.
+    struct Turns {
+        static constexpr int FIRST_TURN = 2;
+        int consumer;
+        __device__ __forceinline__ void begin_round() const
+        {
+            if (CONSUMERS > 1 && consumer == CONSUMERS - 1) kjit::named_barrier_arrive(FIRST_TURN, 256);
+        }
+        __device__ __forceinline__ void wait() const
+        {
+            if (CONSUMERS > 1) kjit::named_barrier_sync(FIRST_TURN + consumer, 256);
+        }
+        __device__ __forceinline__ void pass(bool last) const
+        {
+            if (CONSUMERS > 1 && !(last && consumer == CONSUMERS - 1))
+                kjit::named_barrier_arrive(FIRST_TURN + (consumer + 1) % CONSUMERS, 256);
+        }
+    };
+
     /// A consumer warpgroup's pass over the key tiles for its rows of the block's.
     __device__ __forceinline__ void consume(Accumulator<HEAD_DIM>& acc, int m0, int kv_seq, float c) const
     {
@@ -161,16 +185,22 @@ struct MainloopSm90 {
         auto to_fragments = [&] {
             for (int kk = 0; kk < BLOCK_N / 16; ++kk) p_fragment<T>(p[kk], s, kk);
         };
+        const Turns turns{static_cast<int>(threadIdx.x / 128)};
+        turns.begin_round();
         kjit::mbarrier_wait(q_full(), 0);
+        turns.wait();
         issue_scores(s, 0);
+        turns.pass(false);
         kjit::wgmma_wait<0>();
         fence_registers(s);
         release(k_empty(0));
         softmax(0);  // O is still 0: nothing to rescale
         to_fragments();
         for (int j = 1; j < tiles.count; ++j) {
+            turns.wait();
             issue_scores(s, j);
             issue_values(acc, p, j - 1);
+            turns.pass(false);
             kjit::wgmma_wait<1>();  // S_j is in; P_{j−1}·V_{j−1} may still run
             fence_registers(s);
             release(k_empty(Slot(j).stage));
@@ -181,7 +211,9 @@ struct MainloopSm90 {
             acc.rescale(rescale);
             to_fragments();
         }
+        turns.wait();
         issue_values(acc, p, tiles.count - 1);
+        turns.pass(true);
         kjit::wgmma_wait<0>();
         fence_registers(acc.o);
         release(v_empty(Slot(tiles.count - 1).stage));

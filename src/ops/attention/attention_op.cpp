@@ -67,13 +67,14 @@ AttentionStrides AttentionStrides::of(AttentionLayout layout, int heads, int seq
 // ---- tiles ---------------------------------------------------------------------------------------------
 
 std::span<const AttentionTiles> AttentionTiles::configurations() {
-    static constexpr AttentionTiles all[] = {{64, 64},   {64, 128},       {128, 32},       {128, 64},
-                                             {128, 128}, {128, 64, true}, {128, 128, true}};
+    static constexpr AttentionTiles all[] = {{64, 64},         {64, 128},       {128, 32},
+                                             {128, 64},        {128, 128},      {128, 64, true},
+                                             {128, 128, true}, {192, 64, true}, {192, 128, true}};
     return all;
 }
 
 unsigned AttentionTiles::threads() const {
-    // sm90: a consumer warpgroup per 64 rows and the producer's; sm80: a warp per 16 rows.
+    // sm90: a consumer warpgroup per 64 rows and the producer; sm80: a warp per 16 rows.
     return static_cast<unsigned>(sm90 ? (block_m / 64 + 1) * 128 : block_m / 16 * 32);
 }
 
@@ -83,17 +84,31 @@ unsigned AttentionTiles::shared_bytes(int head_dim) const {
     return static_cast<unsigned>((block_m + 4 * block_n) * (head_dim + 8) * 2);
 }
 
+std::string AttentionTiles::unsupported_reason(int head_dim) const {
+    if (!supported_head_dim(head_dim)) return fmt::format("head_dim {} has no kernel: use 64, 96 or 128", head_dim);
+    if (!sm90) {
+        if (block_m % 16 == 0 && block_n % 16 == 0 && block_m >= 16 && block_n >= 16 && block_m <= 128 &&
+            block_n <= 128)
+            return {};
+        return fmt::format("attention tiles BLOCK_M={} BLOCK_N={}: both must be multiples of 16 from 16 to 128",
+                           block_m, block_n);
+    }
+    if ((block_m != 64 && block_m != 128 && block_m != 192) || (block_n != 64 && block_n != 128) || head_dim % 64 != 0)
+        return fmt::format(
+            "Hopper attention tiles {} at head_dim {}: BLOCK_M must be 64, 128 or 192, BLOCK_N 64 or 128 and "
+            "head_dim 64 or 128 (the sm80 tiles take head_dim 96)",
+            attention_config(*this), head_dim);
+    // Three consumer warpgroups have 160 registers a thread: O, S and P of 128 × 128 do not fit.
+    if (block_m == 192 && block_n == 128 && head_dim == 128)
+        return fmt::format(
+            "Hopper attention tiles {} at head_dim 128: three consumer warpgroups have too few registers for 128 "
+            "keys a step at this head dim; use BLOCK_N=64, or BLOCK_M=128",
+            attention_config(*this));
+    return {};
+}
+
 void AttentionTiles::validate(int head_dim, int max_shared_bytes) const {
-    require(supported_head_dim(head_dim), "head_dim {} has no kernel: use 64, 96 or 128", head_dim);
-    if (sm90)
-        require((block_m == 64 || block_m == 128) && (block_n == 64 || block_n == 128) && head_dim % 64 == 0,
-                "Hopper attention tiles SM90=1 BLOCK_M={} BLOCK_N={} at head_dim {}: BLOCK_M and BLOCK_N must be 64 or "
-                "128 and head_dim 64 or 128 (the sm80 tiles take head_dim 96)",
-                block_m, block_n, head_dim);
-    else
-        require(block_m % 16 == 0 && block_n % 16 == 0 && block_m >= 16 && block_n >= 16 && block_m <= 128 &&
-                    block_n <= 128,
-                "attention tiles BLOCK_M={} BLOCK_N={}: both must be multiples of 16 from 16 to 128", block_m, block_n);
+    if (auto why = unsupported_reason(head_dim); !why.empty()) throw UsageError(why);
     require(shared_bytes(head_dim) <= static_cast<unsigned>(max_shared_bytes),
             "attention tiles {} at head_dim {} need {} bytes of shared memory, over the device's {}: use smaller tiles",
             attention_config(*this), head_dim, shared_bytes(head_dim), max_shared_bytes);

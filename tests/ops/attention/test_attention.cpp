@@ -57,17 +57,27 @@ TEST_CASE("attention tiles: shared memory, the limits they are checked against, 
     CHECK(AttentionTiles{64, 128, true}.threads() == 256);
     // Q, two stages of K and V, alignment slack, nine mbarriers.
     CHECK(AttentionTiles{128, 128, true}.shared_bytes(128) == (128 + 4 * 128) * 128 * 2 + 1024 + 72);
+    CHECK(AttentionTiles{192, 128, true}.threads() == 512);
     for (const auto& t : AttentionTiles::configurations())
         for (int d : {64, 96, 128})
-            if (!t.sm90 || d != 96) CHECK_NOTHROW(t.validate(d, h100.max_shared_bytes));
+            if (t.unsupported_reason(d).empty()) CHECK_NOTHROW(t.validate(d, h100.max_shared_bytes));
+    CHECK(says(error_of([] {
+                   AttentionTiles{192, 128, true}.validate(128, 1 << 20);
+               }),
+               "too few registers for 128 keys a step at this head dim; use BLOCK_N=64, or BLOCK_M=128"));
+    CHECK_NOTHROW(AttentionTiles{192, 128, true}.validate(64, 1 << 20));
     CHECK(says(error_of([] {
                    AttentionTiles{128, 128, true}.validate(96, 1 << 20);
                }),
                "head_dim 64 or 128 (the sm80 tiles take head_dim 96)"));
     CHECK(says(error_of([] {
+                   AttentionTiles{256, 64, true}.validate(64, 1 << 20);
+               }),
+               "BLOCK_M must be 64, 128 or 192, BLOCK_N 64 or 128"));
+    CHECK(says(error_of([] {
                    AttentionTiles{128, 32, true}.validate(128, 1 << 20);
                }),
-               "BLOCK_M and BLOCK_N must be 64 or 128"));
+               "BLOCK_M must be 64, 128 or 192, BLOCK_N 64 or 128"));
     CHECK(says(error_of([] {
                    AttentionTiles{128, 128}.validate(128, a6000.max_shared_bytes);
                }),
@@ -92,10 +102,13 @@ TEST_CASE("attention dispatch: whole multiprocessors busy, tiles that fit the de
     AttentionShape narrow = big, odd = big;
     narrow.head_dim = 64;
     odd.head_dim = 96;
-    CHECK(dispatch_attention(narrow, h100) == AttentionTiles{128, 128, true});
+    // Head dim 64: three consumer warpgroups (192 rows) while 22 tiles × 16 heads × 4 fill 132 SMs.
+    CHECK(dispatch_attention(narrow, h100) == AttentionTiles{192, 128, true});
+    const AttentionShape narrow_small{.batch = 1, .heads = 8, .seq = 1024, .kv_seq = 1024, .head_dim = 64};
+    CHECK(dispatch_attention(narrow_small, h100) == AttentionTiles{128, 128, true});  // 48 blocks of 192
     CHECK(dispatch_attention(odd, h100) == AttentionTiles{128, 128});
     CHECK(says(attention_dispatch_reason(odd, h100), "the wgmma mainloop takes head dims 64 and 128 only"));
-    CHECK(says(attention_dispatch_reason(big, h100), "wgmma mainloop (sm_90a)"));
+    CHECK(says(attention_dispatch_reason(big, h100), "TMA + wgmma mainloop (sm_90a), 128 query rows a block"));
     // Elsewhere the sm80 mainloop, 128 keys a step where shared memory holds them.
     CHECK(dispatch_attention(big, a100) == AttentionTiles{128, 64});
     CHECK(dispatch_attention(big, a6000) == AttentionTiles{128, 32});  // 99 KB of shared memory
@@ -295,11 +308,18 @@ TEST_CASE(
         if (family.name == attention_family) sm80 = family.configurations();
         if (family.name == attention_sm90_family) sm90 = family.configurations();
     }
-    const auto count = [](bool hopper) {
-        return std::ranges::count_if(AttentionTiles::configurations(), [&](const auto& t) { return t.sm90 == hopper; });
+    const auto count = [](bool hopper, int head_dim) {
+        return std::ranges::count_if(AttentionTiles::configurations(), [&](const auto& t) {
+            return t.sm90 == hopper && t.unsupported_reason(head_dim).empty();
+        });
     };
-    REQUIRE(sm80.size() == static_cast<std::size_t>(2 * 3 * 2 * count(false)));  // dtypes, head dims, causality
-    REQUIRE(sm90.size() == static_cast<std::size_t>(2 * 2 * 2 * count(true)));   // head dims 64 and 128 only
+    REQUIRE(count(false, 96) == 5);
+    REQUIRE(count(true, 96) == 0);
+    REQUIRE(count(true, 64) == 4);
+    REQUIRE(count(true, 128) == 3);  // not BLOCK_M=192 BLOCK_N=128
+    // dtypes × causality × head dims.
+    REQUIRE(sm80.size() == static_cast<std::size_t>(2 * 2 * (count(false, 64) + count(false, 96) + count(false, 128))));
+    REQUIRE(sm90.size() == static_cast<std::size_t>(2 * 2 * (count(true, 64) + count(true, 128))));
     std::vector<test::CompileJob> jobs;
     for (const auto& k : sm80) {
         jobs.push_back({&k, "sm_80"});
@@ -321,9 +341,12 @@ TEST_CASE(
             CHECK(c.ptx.find("wgmma.mma_async.sync.aligned.m64n") != std::string::npos);
             CHECK(c.log.find("serialized") == std::string::npos);  // ptxas kept the wgmma asynchronous
             CHECK(c.ptx.find("cp.async.bulk.tensor.4d.shared::cluster.global") != std::string::npos);  // TMA
-            // Two consumer warpgroups (384 threads, 168 registers at launch) take the producer's registers.
-            CHECK((c.ptx.find("setmaxnreg.inc.sync.aligned.u32 240") != std::string::npos) ==
-                  (k.max_threads_per_block() == 384));
+            // Two or three consumer warpgroups (168 or 128 registers at launch) take the producer's.
+            if (k.max_threads_per_block() > 256)
+                CHECK(c.ptx.find(k.max_threads_per_block() == 384
+                                     ? "setmaxnreg.inc.sync.aligned.u32 240"
+                                     : "setmaxnreg.inc.sync.aligned.u32 160") != std::string::npos);
+            else CHECK(c.ptx.find("setmaxnreg") == std::string::npos);
             CHECK(c.resources.registers <= 65536 / k.max_threads_per_block());
         } else {
             CHECK(c.ptx.find("mma.sync.aligned.m16n8k16.row.col.f32." + type + "." + type + ".f32") !=
