@@ -145,6 +145,29 @@ struct AttentionReference {
                                                      std::span<const float> k, std::span<const float> v,
                                                      float scale = 0, std::span<const std::size_t> rows = {});
 
+/// A forward's outputs against the float64 reference: ‖o − ref‖/‖ref‖ over the rows the
+/// reference holds, the largest log-sum-exp error (a row that saw no key must hold −∞), and the
+/// outputs never written (the caller NaN-poisons them before the run), over the whole output.
+struct AttentionCheck {
+    double error = 0, lse_error = 0;
+    double tolerance = 0;                          ///< on `error`: attention_tolerance(dtype)
+    std::size_t rows = 0;                          ///< rows compared
+    std::size_t unwritten = 0;                     ///< O elements not finite, LSE elements NaN
+    static constexpr double lse_tolerance = 2e-4;  ///< absolute: the log of an fp32 sum
+    [[nodiscard]] bool passed() const noexcept {
+        return unwritten == 0 && error <= tolerance && lse_error <= lse_tolerance;
+    }
+    /// What is wrong, in words ("" where nothing is).
+    [[nodiscard]] std::string faults() const;
+};
+/// The error a 16-bit O may have against float64: 2e-3 (f16), 8e-3 (bf16).
+[[nodiscard]] double attention_tolerance(Scalar dtype);
+/// `o` ([B, H, S, D] floats, widened from the dtype) and `lse` ([B, H, S]) as a forward wrote
+/// them, against `ref` as attention_reference computed it for `rows` (empty: every row).
+[[nodiscard]] AttentionCheck check_attention(const AttentionShape& shape, std::span<const float> o,
+                                             std::span<const float> lse, const AttentionReference& ref,
+                                             std::span<const std::size_t> rows = {});
+
 /// A [B, H, S, D] tensor of floats (`heads` × `seq` rows of `head_dim` per batch entry) as the
 /// 16-bit values a device tensor in `layout` holds, and back: how hosts fill and read them.
 [[nodiscard]] std::vector<std::uint16_t> to_attention_layout(std::span<const float> bhsd, int heads, int seq,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <thread>
 
 #include <kjit/attention.hpp>
@@ -69,7 +70,8 @@ struct AttentionTensors {
     std::vector<float> q, k, v;  // [B, H, S, D]
     DeviceBuffer dq, dk, dv, o, lse;
     Shape q_shape, kv_shape;
-    std::vector<std::size_t> rows;  // checked, as (b·H + h)·S + i; empty: all
+    std::vector<std::size_t> rows;          // checked, as (b·H + h)·S + i; empty: all
+    std::optional<AttentionReference> ref;  // computed once, for every configuration checked
 
     AttentionTensors(const Device& device, const AttentionShape& s, AttentionLayout l)
         : shape(s),
@@ -92,6 +94,11 @@ struct AttentionTensors {
         }
         std::ranges::sort(rows);
         rows.erase(std::ranges::unique(rows).begin(), rows.end());
+    }
+
+    const AttentionReference& reference() {
+        if (!ref) ref = attention_reference(shape, q, k, v, 0, rows);
+        return *ref;
     }
 
     [[nodiscard]] Shape dims(int heads, int seq) const {
@@ -133,17 +140,7 @@ struct AttentionTensors {
     }
 };
 
-/// The outputs against the float64 reference: ‖o − ref‖/‖ref‖ over the rows checked, LSE's
-/// largest error, and whether every output element was written (NaN-poisoned before the run).
-struct AttentionCheck {
-    double error = 0, lse_error = 0;
-    std::size_t rows = 0;
-    bool all_written = true;
-    double tolerance = 0;
-    static constexpr double lse_tolerance = 2e-4;  // absolute: the log-sum-exp is an fp32 sum's log
-    [[nodiscard]] bool passed() const { return all_written && error <= tolerance && lse_error <= lse_tolerance; }
-};
-
+/// Runs `op` into NaN-poisoned outputs and compares them with the float64 reference.
 AttentionCheck check(const AttentionForwardOp& op, Runtime& rt, const Stream& stream, AttentionTensors& t) {
     const AttentionShape& s = t.shape;
     t.o.fill(0xff);  // NaN in f16 and bf16
@@ -157,23 +154,7 @@ AttentionCheck check(const AttentionForwardOp& op, Runtime& rt, const Stream& st
     t.o.download(std::span(stored));
     t.lse.download(std::span(lse));
     const auto o = from_attention_layout(stored, s.heads, s.seq, s.head_dim, t.layout, s.dtype);
-    const auto ref = attention_reference(s, t.q, t.k, t.v, 0, t.rows);
-    AttentionCheck c{.rows = ref.lse.size(), .tolerance = s.dtype == Scalar::f16 ? 2e-3 : 8e-3};
-    c.all_written = std::ranges::all_of(o, [](float x) { return std::isfinite(x); }) &&
-                    std::ranges::none_of(lse, [](float x) { return std::isnan(x); });
-    double diff = 0, norm = 0;
-    for (std::size_t n = 0; n < c.rows; ++n) {
-        const std::size_t row = t.rows.empty() ? n : t.rows[n];
-        for (int e = 0; e < s.head_dim; ++e) {
-            const double d = o[row * s.head_dim + e] - ref.o[n * s.head_dim + e];
-            diff += d * d;
-            norm += ref.o[n * s.head_dim + e] * ref.o[n * s.head_dim + e];
-        }
-        if (std::isfinite(ref.lse[n])) c.lse_error = std::max(c.lse_error, std::abs(lse[row] - ref.lse[n]));
-        else if (!(std::isinf(lse[row]) && lse[row] < 0)) c.lse_error = INFINITY;
-    }
-    c.error = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-    return c;
+    return check_attention(s, o, lse, t.reference(), t.rows);
 }
 
 struct Timed {
@@ -196,7 +177,7 @@ std::string check_text(const AttentionCheck& c, const AttentionTensors& t) {
         "against the float64 CPU reference on {}{}",
         c.error, c.tolerance, c.lse_error, AttentionCheck::lse_tolerance,
         c.rows == all ? "every row" : fmt::format("{} of {} rows", c.rows, all),
-        c.all_written ? "" : "\n  WRONG: some outputs were not written (still NaN)");
+        c.passed() ? "" : "\n  WRONG: " + c.faults());
 }
 
 }  // namespace
@@ -243,7 +224,7 @@ int run_attention(const Common& common, int batch, const AttentionOptions& o, co
                                {"relative_error", c.error},
                                {"lse_error", c.lse_error},
                                {"rows_checked", c.rows},
-                               {"all_written", c.all_written},
+                               {"unwritten", c.unwritten},
                                {"tolerance", c.tolerance},
                                {"passed", c.passed()},
                                {"reference_s", reference_s},
@@ -328,6 +309,134 @@ int tune_attention(const Common& common, int batch, const AttentionOptions& o, i
         else fmt::print("  no configuration matched the float64 reference: nothing stored\n");
     }
     return winner != timed.end() ? ok : failure;
+}
+
+}  // namespace kjit::cli
+
+namespace kjit::cli {
+namespace {
+
+/// A problem `kjit check flash_attention2` runs when none is given, and the edge it is there for.
+struct CheckProblem {
+    AttentionShape shape;
+    AttentionLayout layout;
+    const char* why;
+};
+const CheckProblem check_problems[] = {
+    {{2, 4, 2, 300, 517, 128, false, Scalar::bf16}, AttentionLayout::bhsd, "ragged lengths, grouped heads"},
+    {{2, 4, 4, 257, 257, 128, true, Scalar::f16}, AttentionLayout::bhsd, "causal, lengths off every tile"},
+    {{1, 8, 8, 1, 1000, 64, false, Scalar::bf16}, AttentionLayout::bhsd, "one query, many keys"},
+    {{1, 4, 2, 200, 90, 64, true, Scalar::f16}, AttentionLayout::bshd, "causal, fewer keys than queries, [B, S, H, D]"},
+    {{2, 2, 2, 130, 130, 96, true, Scalar::bf16}, AttentionLayout::bhsd, "head dim 96"},
+    {{1, 2, 2, 50, 0, 128, false, Scalar::bf16}, AttentionLayout::bshd, "no keys: O = 0, LSE = -inf"},
+};
+
+struct CheckRun {
+    std::size_t problem;
+    AttentionTiles tiles;
+    std::optional<AttentionCheck> check;
+    double us = NAN;
+    std::string fault;
+};
+
+}  // namespace
+
+int check_attention(const Common& common, int batch, const AttentionOptions& o, const std::vector<std::string>& config,
+                    bool sm90_only, bool failed_only, int iters) {
+    std::vector<CheckProblem> problems;
+    if (o.given()) problems.push_back({shape_of(batch, o), layout_of(o), "the problem given"});
+    else problems.assign(std::begin(check_problems), std::end(check_problems));
+    // The configurations each problem's head dim has, holding every word of --config: said
+    // before a GPU is asked for where there are none.
+    std::vector<CheckRun> runs;
+    for (std::size_t p = 0; p < problems.size(); ++p)
+        for (const AttentionTiles& t : AttentionTiles::configurations())
+            if (t.unsupported_reason(problems[p].shape.head_dim).empty() && (t.sm90 || !sm90_only) &&
+                config_holds(attention_config(t), config))
+                runs.push_back({p, t});
+    if (runs.empty())
+        throw UsageError(fmt::format("no flash_attention2 configuration{} takes {}",
+                                     config.empty() ? "" : fmt::format(" holding {}", fmt::join(config, " ")),
+                                     o.given() ? "the problem given" : "the built-in problems"));
+    const Device device = gpu_or_explain("check");
+    Runtime& rt = runtime(common);
+    const DeviceTraits traits = DeviceTraits::of(device);
+    Stream stream(device);
+    // This device's configurations only (the Hopper ones on a 9.0 device, tiles whose shared memory fits).
+    std::erase_if(runs, [&](const CheckRun& r) {
+        return r.tiles.sm90 ? !traits.hopper()
+                            : r.tiles.shared_bytes(problems[r.problem].shape.head_dim) >
+                                  static_cast<unsigned>(traits.max_shared_bytes);
+    });
+    const auto started = std::chrono::steady_clock::now();
+    std::optional<AttentionTensors> tensors;
+    for (CheckRun& r : runs) {
+        const CheckProblem& p = problems[r.problem];
+        if (!tensors || !(tensors->shape == p.shape) || tensors->layout != p.layout)
+            tensors.emplace(device, p.shape, p.layout);
+        try {
+            r.tiles.validate(p.shape.head_dim, traits);
+            const AttentionForwardOp op(p.shape.dtype, p.shape.head_dim, p.shape.causal, r.tiles, p.layout);
+            r.check = check(op, rt, stream, *tensors);
+            if (!r.check->passed()) r.fault = r.check->faults();
+            std::array<Tensor, 3> in;
+            std::array<void*, 1> params;
+            r.us = time_forward(op, rt, stream, tensors->call(in, params), std::max(1, iters));
+        } catch (const Error& e) {
+            r.fault = e.what();
+        }
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const auto failing = std::ranges::count_if(runs, [](const CheckRun& r) { return !r.fault.empty(); });
+    const auto optional_number = [](bool has, double x) { return has ? nlohmann::json(x) : nlohmann::json(); };
+    if (common.json) {
+        nlohmann::json list = nlohmann::json::array();
+        for (const CheckRun& r : runs) {
+            if (failed_only && r.fault.empty()) continue;
+            list.push_back({{"problem", problems[r.problem].shape.key()},
+                            {"layout", problems[r.problem].layout == AttentionLayout::bshd ? "bshd" : "bhsd"},
+                            {"config", attention_config(r.tiles)},
+                            {"passed", r.fault.empty()},
+                            {"relative_error", optional_number(r.check.has_value(), r.check ? r.check->error : 0)},
+                            {"lse_error", optional_number(r.check.has_value(), r.check ? r.check->lse_error : 0)},
+                            {"median_us", optional_number(!std::isnan(r.us), r.us)},
+                            {"fault", r.fault}});
+        }
+        fmt::print("{}\n", nlohmann::json{{"op", "flash_attention2"},
+                                          {"device", device.name()},
+                                          {"arch", traits.arch.name()},
+                                          {"runs", list},
+                                          {"failed", failing},
+                                          {"seconds", seconds}}
+                               .dump(2));
+        return failing ? failure : ok;
+    }
+    std::size_t shown = problems.size();
+    for (const CheckRun& r : runs) {
+        if (failed_only && r.fault.empty()) continue;
+        if (r.problem != shown) {
+            shown = r.problem;
+            const CheckProblem& p = problems[shown];
+            fmt::print("\n{} [{}] ({})\n  {:<34} {:>9} {:>9}  {:<6} {:>9}\n", p.shape.key(),
+                       p.layout == AttentionLayout::bshd ? "bshd" : "bhsd", p.why, "configuration", "error",
+                       "lse error", "result", "µs");
+        }
+        fmt::print("  {:<34} {:>9} {:>9}  {:<6} {:>9}\n", attention_config(r.tiles),
+                   r.check ? fmt::format("{:.2e}", r.check->error) : "-",
+                   r.check ? fmt::format("{:.1e}", r.check->lse_error) : "-", r.fault.empty() ? "ok" : "FAIL",
+                   std::isnan(r.us) ? "-" : fmt::format("{:.1f}", r.us));
+    }
+    if (failing) {
+        fmt::print("\nfailed:\n");
+        for (const CheckRun& r : runs)
+            if (!r.fault.empty())
+                fmt::print("  {} [{}]: {}\n", problems[r.problem].shape.key(), attention_config(r.tiles), r.fault);
+    }
+    fmt::print(
+        "\nflash_attention2 on {} ({}): {} configurations on {} problems against the float64 CPU reference; {:.1f} "
+        "s: {} ok, {} failed\n",
+        device.name(), traits.arch.name(), runs.size(), problems.size(), seconds, runs.size() - failing, failing);
+    return failing ? failure : ok;
 }
 
 }  // namespace kjit::cli

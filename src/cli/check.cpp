@@ -18,6 +18,14 @@
 #include "cli.hpp"
 
 namespace kjit::cli {
+
+bool config_holds(const std::string& config, const std::vector<std::string>& words) {
+    std::set<std::string> have;
+    std::istringstream in(config);
+    for (std::string w; in >> w;) have.insert(w);
+    return std::ranges::all_of(words, [&](const std::string& w) { return have.contains(w); });
+}
+
 namespace {
 
 struct CheckOptions {
@@ -30,17 +38,22 @@ struct CheckOptions {
     std::string shapes_file;
     std::vector<std::string> config;
     int iters = 10;
+    AttentionOptions attention;
 };
+
+constexpr std::string_view attention_op = "flash_attention2";
+bool is_attention(const std::string& op) { return op == attention_op || op.starts_with("flash_attention2_forward"); }
 
 /// The kernel families an op runs: conv2d_bn_silu's every kernel (each mainloop and layout), or
 /// the family of that name.
 std::vector<std::string> families_of(const std::string& op) {
     std::vector<std::string> families;
     for (const auto& f : shipped_kernels())
-        if (f.name == op || (op == "conv2d_bn_silu" && f.name.starts_with("conv2d_bn_silu_")))
+        if (f.name == op || (op == "conv2d_bn_silu" && f.name.starts_with("conv2d_bn_silu_")) ||
+            (op == attention_op && f.name.starts_with("flash_attention2_forward")))
             families.emplace_back(f.name);
     if (families.empty()) {
-        std::vector<std::string_view> names{"conv2d_bn_silu"};
+        std::vector<std::string_view> names{"conv2d_bn_silu", attention_op};
         for (const auto& f : shipped_kernels()) names.push_back(f.name);
         throw UsageError(fmt::format("unknown op '{}': kjit check takes {}", op, fmt::join(names, ", ")));
     }
@@ -70,10 +83,10 @@ std::vector<std::string> faults_of(const CompileOutcome& c) {
 }
 
 int check_compiles(const CheckOptions& o, const std::vector<std::string>& families) {
-    if (o.layer.given() || !o.shapes_file.empty() || !o.config.empty())
+    if (o.layer.given() || o.attention.given() || !o.shapes_file.empty() || !o.config.empty())
         throw UsageError(
-            "--compile-only compiles every configuration of the op's kernels: it takes no layer, "
-            "--shapes or --config (those choose what runs on the GPU)");
+            "--compile-only compiles every configuration of the op's kernels: it takes no layer or attention "
+            "problem, --shapes or --config (those choose what runs on the GPU)");
     std::vector<Arch> archs;
     for (const auto& a : o.archs) archs.push_back(Arch::parse(a));
     if (archs.empty()) archs.push_back(local_arch_or_explain("check"));
@@ -157,14 +170,6 @@ struct Input {
     std::optional<ElementwiseCase> values;  ///< elementwise inputs
 };
 
-/// The words of --config a configuration must hold ("TMA=1", "BLOCK_M=64" …).
-bool matches(const std::string& config, const std::vector<std::string>& words) {
-    std::set<std::string> have;
-    std::istringstream in(config);
-    for (std::string w; in >> w;) have.insert(w);
-    return std::ranges::all_of(words, [&](const std::string& w) { return have.contains(w); });
-}
-
 /// The conv trials: every configuration of the layers (those of `family`, matching --config).
 void conv_trials(const CheckOptions& o, const std::string& family, const DeviceTraits& device,
                  std::vector<Input>& inputs, std::vector<Trial>& trials) {
@@ -179,7 +184,7 @@ void conv_trials(const CheckOptions& o, const std::string& family, const DeviceT
         const std::size_t input = inputs.size();
         inputs.push_back({conv2d_problem_key(layer.attrs, layer.shape), why, layer, std::nullopt});
         for (const auto& config : conv2d_bn_silu_configurations(layer.attrs, layer.shape, device)) {
-            if (!matches(config, o.config)) continue;
+            if (!config_holds(config, o.config)) continue;
             std::shared_ptr<const Conv2dOp> op = make_conv2d_bn_silu(layer.attrs, layer.shape, config, device);
             if (family != "conv2d_bn_silu" && op->kernel().name() != family) continue;
             trials.emplace_back(input, config, op, config.starts_with("NHWC=1"));
@@ -356,10 +361,28 @@ void print_trials(const CheckOptions& o, const std::vector<Input>& inputs, std::
         seconds, ran - failing, failing);
 }
 
+/// kjit check flash_attention2 (or one of its two families): the problem's options, not a layer's.
+int check_attention_on_gpu(const CheckOptions& o) {
+    if (o.layer.given() || o.layer.window_given() || o.layer.groups != 1 || !o.shapes_file.empty() || o.changed_only)
+        throw UsageError(
+            fmt::format("{} takes --batch, --heads, --kv-heads, --seq, --kv-seq, --head-dim, --dtype, --causal and "
+                        "--layout (or none, for its built-in problems), not a conv layer's options, --shapes or "
+                        "--changed",
+                        o.op));
+    return check_attention(o.common, o.layer.batch, o.attention, o.config, o.op == "flash_attention2_forward_sm90",
+                           o.failed_only, o.iters);
+}
+
 int check_on_gpu(const CheckOptions& o, const std::vector<std::string>& families) {
     const bool conv = o.op.starts_with("conv2d_bn_silu");
     if (!o.archs.empty())
         throw UsageError("--arch is for --compile-only: on the GPU, kjit check runs the local device's arch");
+    if (is_attention(o.op)) return check_attention_on_gpu(o);
+    if (o.attention.given())
+        throw UsageError(
+            fmt::format("--heads, --seq, --head-dim, --dtype, --causal and --layout are {}'s: {} takes a layer or its "
+                        "built-in ones",
+                        attention_op, o.op));
     if (!conv && !is_elementwise_family(o.op))
         throw UsageError(
             fmt::format("{} is a kernel with no op to run against a reference: kjit check {} "
@@ -417,10 +440,12 @@ void add_check(CLI::App& app, int& exit_code) {
     sub->add_option(
            "op", o.op,
            "conv2d_bn_silu (every conv kernel), one conv kernel family (conv2d_bn_silu_depthwise_forward …), "
-           "add, concat_channels, maxpool2d, maxpool2d_chain or upsample_nearest2d; with --compile-only any shipped "
+           "flash_attention2 (both attention kernels, or one: flash_attention2_forward_sm90 …), add, "
+           "concat_channels, maxpool2d, maxpool2d_chain or upsample_nearest2d; with --compile-only any shipped "
            "kernel")
         ->required();
     add_layer_options(*sub, o.layer);
+    add_attention_options(*sub, o.attention);
     sub->add_option("--shapes", o.shapes_file, "JSON file of conv layers to run (as kjit tune --shapes takes)")
         ->check(CLI::ExistingFile);
     sub->add_option("--config", o.config,
@@ -452,6 +477,9 @@ The layer options each op takes (others are refused, not ignored):
   maxpool2d_chain                   --batch --cin --hw, an odd square --kernel-size K K (stride 1, pad K/2)
   concat_channels                   --batch --cin --hw, --cout (the second input's channels)
   add, upsample_nearest2d           --batch --cin --hw
+  flash_attention2 and its families --batch --heads --seq, [--kv-heads --kv-seq --head-dim --dtype --causal
+                                    --layout]; none: its built-in problems (ragged, grouped, causal, one
+                                    query, no keys, head dim 96, both layouts)
 A pool's --kernel-size given without a layer runs on the built-in shapes.)");
     sub->callback([&exit_code] {
         const std::vector<std::string> families = families_of(o.op);

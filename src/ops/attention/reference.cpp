@@ -1,11 +1,16 @@
 // The attention forward in float64 (kjit/attention.hpp), what the tests and `kjit run` check
-// the kernel against; and the host's f32 ↔ f16 / bf16 conversions.
+// the kernel against, and the comparison with it; and the host's f32 ↔ f16 / bf16 conversions.
 #include <kjit/attention.hpp>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <kjit/error.hpp>
 
@@ -47,6 +52,42 @@ AttentionReference attention_reference(const AttentionShape& s, std::span<const 
         r.lse[out] = seen ? m + std::log(l) : -std::numeric_limits<double>::infinity();
     }
     return r;
+}
+
+double attention_tolerance(Scalar dtype) { return dtype == Scalar::f16 ? 2e-3 : 8e-3; }
+
+AttentionCheck check_attention(const AttentionShape& s, std::span<const float> o, std::span<const float> lse,
+                               const AttentionReference& ref, std::span<const std::size_t> rows) {
+    const std::size_t d = s.head_dim, q_rows = std::size_t(s.batch) * s.heads * s.seq;
+    const std::size_t n = rows.empty() ? q_rows : rows.size();
+    if (o.size() != q_rows * d || lse.size() != q_rows || ref.o.size() != n * d || ref.lse.size() != n)
+        throw UsageError("check_attention: o, lse and the reference do not match the shape and rows");
+    AttentionCheck c{.tolerance = attention_tolerance(s.dtype), .rows = n};
+    c.unwritten = static_cast<std::size_t>(std::ranges::count_if(o, [](float x) { return !std::isfinite(x); }) +
+                                           std::ranges::count_if(lse, [](float x) { return std::isnan(x); }));
+    double diff = 0, norm = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+        const std::size_t row = rows.empty() ? r : rows[r];
+        for (std::size_t e = 0; e < d; ++e) {
+            const double want = ref.o[r * d + e], delta = o[row * d + e] - want;
+            diff += delta * delta;
+            norm += want * want;
+        }
+        if (std::isfinite(ref.lse[r])) c.lse_error = std::max(c.lse_error, std::abs(lse[row] - ref.lse[r]));
+        else if (!(std::isinf(lse[row]) && lse[row] < 0)) c.lse_error = std::numeric_limits<double>::infinity();
+    }
+    c.error = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+    return c;
+}
+
+std::string AttentionCheck::faults() const {
+    std::vector<std::string> parts;
+    if (unwritten) parts.push_back(fmt::format("{} outputs never written (still NaN)", unwritten));
+    if (!(error <= tolerance)) parts.push_back(fmt::format("error {:.2e} over the tolerance {:.0e}", error, tolerance));
+    if (!(lse_error <= lse_tolerance))
+        parts.push_back(fmt::format("log-sum-exp off by {:.2e} (tolerance {:.0e}; a row with no key must be -inf)",
+                                    lse_error, lse_tolerance));
+    return fmt::format("{}", fmt::join(parts, "; "));
 }
 
 std::uint16_t to_16bit(float x, Scalar dtype) {

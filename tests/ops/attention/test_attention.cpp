@@ -267,6 +267,52 @@ TEST_CASE("the attention reference on cases worked by hand") {
     CHECK(says(error_of([&] { (void)attention_reference(one, q, q, v); }), "sizes do not match"));
 }
 
+TEST_CASE("a forward's outputs against the reference: the error, the log-sum-exp, what was never written") {
+    // Two heads of 3 queries sharing a head of 2 keys.
+    const AttentionShape s{.heads = 2, .seq = 3, .kv_seq = 2, .head_dim = 64, .dtype = Scalar::f16};
+    std::vector<float> q(2 * 3 * 64), k(2 * 64), v(2 * 64);
+    for (std::size_t i = 0; i < q.size(); ++i) q[i] = float(i % 7) / 7;
+    for (std::size_t i = 0; i < k.size(); ++i) k[i] = float(i % 5) / 5, v[i] = float(i % 3) - 1;
+    const AttentionReference ref = attention_reference(s, q, k, v);
+    std::vector<float> o(ref.o.begin(), ref.o.end()), lse(ref.lse.begin(), ref.lse.end());
+    AttentionCheck c = check_attention(s, o, lse, ref);
+    CHECK(c.passed());
+    CHECK(c.rows == 6);
+    CHECK(c.error < 1e-7);
+    CHECK(c.tolerance == 2e-3);
+    CHECK(c.faults().empty());
+
+    o[5] = std::numeric_limits<float>::quiet_NaN();  // never written
+    lse[4] = std::numeric_limits<float>::quiet_NaN();
+    c = check_attention(s, o, lse, ref);
+    CHECK(c.unwritten == 2);
+    CHECK_FALSE(c.passed());
+    CHECK(says(c.faults(), "2 outputs never written (still NaN)"));
+    o[5] = float(ref.o[5]), lse[4] = float(ref.lse[4]);
+
+    for (auto& x : std::span(o).subspan(64, 64)) x += 0.5f;  // one row wrong
+    c = check_attention(s, o, lse, ref);
+    CHECK(c.error > c.tolerance);
+    CHECK(says(c.faults(), "over the tolerance 2e-03"));
+    o.assign(ref.o.begin(), ref.o.end());
+
+    // A row with no key must say −∞; rows chosen are read where they lie in o.
+    const AttentionShape none{.seq = 2, .kv_seq = 0, .head_dim = 64};
+    const auto empty = attention_reference(none, std::vector<float>(128, 1.0f), {}, {});
+    std::vector<float> zeros(128, 0.0f), finite{0.0f, -std::numeric_limits<float>::infinity()};
+    c = check_attention(none, zeros, finite, empty);
+    CHECK(c.lse_error == std::numeric_limits<double>::infinity());
+    CHECK(says(c.faults(), "a row with no key must be -inf"));
+    finite[0] = -std::numeric_limits<float>::infinity();
+    CHECK(check_attention(none, zeros, finite, empty).passed());
+    const std::size_t rows[] = {5, 1};
+    const auto some = attention_reference(s, q, k, v, 0, rows);
+    c = check_attention(s, o, lse, some, rows);
+    CHECK(c.passed());
+    CHECK(c.rows == 2);
+    CHECK(says(error_of([&] { (void)check_attention(s, o, lse, some); }), "do not match the shape and rows"));
+}
+
 TEST_CASE("f32 to f16 and bf16 and back: round to nearest even, subnormals, infinities, NaN") {
     for (Scalar t : {Scalar::f16, Scalar::bf16})
         for (float x : {0.0f, 1.0f, -2.5f, 0.333251953125f, 1024.0f, -0.0009765625f})
