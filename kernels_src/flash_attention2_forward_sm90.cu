@@ -10,11 +10,12 @@
 template <class T, int BLOCK_M, int BLOCK_N, int HEAD_DIM, bool CAUSAL>
 __device__ __forceinline__ void flash_attention2_forward_sm90(const kjit::TensorMap& q_map,
                                                               const kjit::TensorMap& k_map,
-                                                              const kjit::TensorMap& v_map, T* o, float* lse, int heads,
-                                                              int kv_heads, int seq, int kv_seq, float scale,
-                                                              long long o_batch, long long o_head, long long o_row)
+                                                              const kjit::TensorMap& v_map, T* o, float* lse,
+                                                              float* partials, int heads, int kv_heads, int seq,
+                                                              int kv_seq, int kv_splits, float scale, long long o_batch,
+                                                              long long o_head, long long o_row)
 {
     attention::forward<attention::MainloopSm90<T, BLOCK_M, BLOCK_N, HEAD_DIM, CAUSAL>, T, BLOCK_M, BLOCK_N, HEAD_DIM,
-                       CAUSAL>(attention::TensorMaps{q_map, k_map, v_map}, o, lse, heads, kv_heads, seq, kv_seq, scale,
-                               {o_batch, o_head, o_row});
+                       CAUSAL>(attention::TensorMaps{q_map, k_map, v_map}, o, lse, partials, heads, kv_heads, seq,
+                               kv_seq, kv_splits, scale, {o_batch, o_head, o_row});
 }

@@ -378,7 +378,7 @@ usage)  # usage errors exit 2 and say what to do
   expect 2 "$kjit" run flash_attention2 --batch 2 --heads 8 --seq 100 --dtype f32
   contains "--dtype: f32 not in {bf16,f16}"
   expect 2 "$kjit" run flash_attention2 --batch 2 --heads 8 --seq 100 --config "BLOCK_M=64"
-  contains "is not '[SM90=1] BLOCK_M=<rows> BLOCK_N=<keys>'"
+  contains "is not '[SM90=1] BLOCK_M=<rows> BLOCK_N=<keys> [KV_SPLITS=<shares>]'"
   expect 2 "$kjit" run flash_attention2 --batch 2 --heads 8 --seq 100 --config "SM90=1 BLOCK_M=192 BLOCK_N=128"
   contains "too few registers for 128 keys a step at this head dim; use BLOCK_N=64, or BLOCK_M=128"
   expect 2 "$kjit" run flash_attention2 --batch 2 --heads 8 --seq 100 --head-dim 96 --config "SM90=1 BLOCK_M=128 BLOCK_N=128"

@@ -54,6 +54,10 @@ struct AttentionStrides {
 struct AttentionTiles {
     int block_m, block_n;
     bool sm90 = false;
+    /// Split-KV: each query tile's keys in this many shares, run by as many blocks, which a
+    /// second kernel (flash_attention2_combine) adds up; for problems of few, short query tiles
+    /// and many keys (decoding), which would leave most multiprocessors idle. 1 to 16.
+    int kv_splits = 1;
 
     /// Every configuration warm-up, tuning and the across-configuration tests iterate.
     [[nodiscard]] static std::span<const AttentionTiles> configurations();
@@ -72,11 +76,20 @@ struct AttentionTiles {
     friend bool operator==(const AttentionTiles&, const AttentionTiles&) = default;
 };
 
+/// How many key shares (AttentionTiles::kv_splits) `tiles` should run `shape` in on a device
+/// with `traits`: 1 where the query tiles give half the multiprocessors a block or more, or
+/// where a head's queries fill a query tile; else enough blocks for one wave, at most 16 and at
+/// most one share per key tile.
+[[nodiscard]] int attention_kv_splits(const AttentionShape& shape, const AttentionTiles& tiles,
+                                      const DeviceTraits& traits);
+
 /// The attention forward as an op: activations q, k, v in `layout` (shapes in that layout's
-/// order), output o in it too, and the log-sum-exp in its one parameter slot "lse" [B, H, S]
-/// (f32). Compiled for one dtype, head dim, causality and tile shape (kernels_src/
+/// order), output o in it too, and the log-sum-exp in parameter slot "lse" [B, H, S] (f32).
+/// Compiled for one dtype, head dim, causality and tile shape (kernels_src/
 /// flash_attention2_forward.cu, or flash_attention2_forward_sm90.cu for sm90 tiles); the sizes
-/// come with each call.
+/// come with each call. Tiles with kv_splits > 1 make it two launches — the shares, then
+/// flash_attention2_combine.cu — and give it a second slot, "partials" [kv_splits, B·H·S,
+/// head_dim + 1] (f32), the workspace between them.
 class AttentionForwardOp final : public RuntimeOp {
 public:
     /// `scale` ≤ 0 means 1/√head_dim. Throws UsageError for constants no kernel has.
@@ -91,9 +104,13 @@ public:
     [[nodiscard]] AttentionShape shape_of(std::span<const ShapeView> input_shapes) const;
 
     [[nodiscard]] std::size_t n_activation_inputs() const override { return 3; }
-    [[nodiscard]] const Kernel& kernel_for_launch(std::size_t) const override { return kernel_; }
+    [[nodiscard]] const Kernel& kernel_for_launch(std::size_t launch) const override;
     void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
     [[nodiscard]] Dims grid(ShapeView output_shape) const override;
+    [[nodiscard]] std::size_t n_launches() const override { return tiles_.kv_splits > 1 ? 2 : 1; }
+    void pack_args_for_launch(std::size_t launch, const OpCall& call, ArgVisitor& visitor) const override;
+    [[nodiscard]] Dims grid_for_launch(std::size_t launch, std::span<const ShapeView> input_shapes,
+                                       ShapeView output_shape) const override;
     [[nodiscard]] unsigned shared_bytes_for_launch(std::size_t launch) const override;
     [[nodiscard]] std::vector<Shape> param_shapes(std::span<const ShapeView> input_shapes,
                                                   ShapeView output_shape) const override;
@@ -109,7 +126,8 @@ private:
     AttentionLayout layout_;
     float scale_;
     Kernel kernel_;
-    class MapCache;  // the Hopper kernel's TMA maps, per call's tensors
+    Kernel combine_;  // split-KV's second launch
+    class MapCache;   // the Hopper kernel's TMA maps, per call's tensors
     std::unique_ptr<MapCache> maps_;
 };
 
@@ -125,14 +143,18 @@ struct AttentionPick {
 };
 [[nodiscard]] AttentionPick pick_attention(const AttentionShape& shape, const DeviceTraits& traits,
                                            const std::string& device_name, const std::string& driver, Cache& cache);
-/// "BLOCK_M=128 BLOCK_N=64" (sm80) or "SM90=1 BLOCK_M=128 BLOCK_N=128", what `kjit run --config`
-/// and tuned winners hold; and back (UsageError for other text).
+/// "BLOCK_M=128 BLOCK_N=64" (sm80) or "SM90=1 BLOCK_M=128 BLOCK_N=128", with " KV_SPLITS=8"
+/// where the keys are split, what `kjit run --config` and tuned winners hold; and back
+/// (UsageError for other text).
 [[nodiscard]] std::string attention_config(const AttentionTiles& tiles);
 [[nodiscard]] AttentionTiles parse_attention_config(std::string_view text);
 
 /// The kernel family's name in tuned winners (both mainloops), and the Hopper kernel's.
 inline constexpr std::string_view attention_family = "flash_attention2_forward";
 inline constexpr std::string_view attention_sm90_family = "flash_attention2_forward_sm90";
+inline constexpr std::string_view attention_combine_family = "flash_attention2_combine";
+/// Split-KV's combine kernel for one dtype and head dim (UsageError for others).
+[[nodiscard]] Kernel attention_combine_kernel(Scalar dtype, int head_dim);
 
 /// float64 reference of one problem: q, k, v dense [B, H, S, D] as floats (the 16-bit values
 /// widened); o [B, H, S, D] and lse [B, H, S] out. scale ≤ 0 means 1/√head_dim. `rows`: the

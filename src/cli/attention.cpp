@@ -69,6 +69,7 @@ struct AttentionTensors {
     AttentionLayout layout;
     std::vector<float> q, k, v;  // [B, H, S, D]
     DeviceBuffer dq, dk, dv, o, lse;
+    std::optional<DeviceBuffer> partials;  // split-KV's workspace
     Shape q_shape, kv_shape;
     std::vector<std::size_t> rows;          // checked, as (b·H + h)·S + i; empty: all
     std::optional<AttentionReference> ref;  // computed once, for every configuration checked
@@ -107,11 +108,16 @@ struct AttentionTensors {
                                                : Shape{n(shape.batch), n(seq), n(heads), n(shape.head_dim)};
     }
 
-    /// The forward call; `in` and `params` are the caller's, alive as long as the call.
-    OpCall call(std::array<Tensor, 3>& in, std::array<void*, 1>& params) {
+    /// `op`'s forward call; `in` and `params` are the caller's, alive as long as the call. A
+    /// split-KV op's workspace is allocated here, the first time one needs more.
+    OpCall call(const AttentionForwardOp& op, std::array<Tensor, 3>& in, std::array<void*, 2>& params) {
         in = {Tensor{dq.as<void>(), q_shape}, Tensor{dk.as<void>(), kv_shape}, Tensor{dv.as<void>(), kv_shape}};
-        params = {lse.as<void>()};
-        return {in, params, o.as<void>(), q_shape, shape.head_dim};
+        const std::array<ShapeView, 3> shapes{q_shape, kv_shape, kv_shape};
+        const std::vector<Shape> slots = op.param_shapes(shapes, q_shape);
+        if (slots.size() > 1 && (!partials || partials->size_bytes() < element_count(slots[1]) * 4))
+            partials.emplace(dq.device(), element_count(slots[1]) * 4);
+        params = {lse.as<void>(), slots.size() > 1 ? partials->as<void>() : nullptr};
+        return {in, std::span(params).first(slots.size()), o.as<void>(), q_shape, shape.head_dim};
     }
 
     /// Values rounded to `dtype` (what the device holds and the reference reads), from
@@ -146,8 +152,8 @@ AttentionCheck check(const AttentionForwardOp& op, Runtime& rt, const Stream& st
     t.o.fill(0xff);  // NaN in f16 and bf16
     t.lse.fill(0xff);
     std::array<Tensor, 3> in;
-    std::array<void*, 1> params;
-    op.forward(rt, stream, t.call(in, params));
+    std::array<void*, 2> params;
+    op.forward(rt, stream, t.call(op, in, params));
     stream.synchronize();
     std::vector<std::uint16_t> stored(t.q.size());
     std::vector<float> lse(std::size_t(s.batch) * s.heads * s.seq);
@@ -164,8 +170,8 @@ constexpr int back_to_back = 20;  // calls a graph holds for the back-to-back ti
 
 Timed time(const AttentionForwardOp& op, Runtime& rt, const Stream& stream, AttentionTensors& t, int iters) {
     std::array<Tensor, 3> in;
-    std::array<void*, 1> params;
-    const OpCall call = t.call(in, params);
+    std::array<void*, 2> params;
+    const OpCall call = t.call(op, in, params);
     return {time_forward(op, rt, stream, call, iters),
             time_forward(op, rt, stream, call, std::max(3, iters / 10), back_to_back)};  // as many calls in all
 }
@@ -259,9 +265,10 @@ int tune_attention(const Common& common, int batch, const AttentionOptions& o, i
     };
     std::vector<Candidate> timed;
     std::vector<std::string> refused;
-    for (const AttentionTiles& tiles : AttentionTiles::configurations()) {
+    for (AttentionTiles tiles : AttentionTiles::configurations()) {
         try {
             tiles.validate(s.head_dim, traits);
+            tiles.kv_splits = attention_kv_splits(s, tiles, traits);  // each tile shape with the split it needs
         } catch (const UsageError& e) {
             refused.push_back(e.what());
             continue;
@@ -348,12 +355,22 @@ int check_attention(const Common& common, int batch, const AttentionOptions& o, 
     else problems.assign(std::begin(check_problems), std::end(check_problems));
     // The configurations each problem's head dim has, holding every word of --config: said
     // before a GPU is asked for where there are none.
+    // Each tile shape whole, and with its keys split in up to 4 shares where there are 2 key
+    // tiles or more (split-KV's partial results and their combine).
     std::vector<CheckRun> runs;
-    for (std::size_t p = 0; p < problems.size(); ++p)
-        for (const AttentionTiles& t : AttentionTiles::configurations())
-            if (t.unsupported_reason(problems[p].shape.head_dim).empty() && (t.sm90 || !sm90_only) &&
-                config_holds(attention_config(t), config))
-                runs.push_back({p, t});
+    for (std::size_t p = 0; p < problems.size(); ++p) {
+        const AttentionShape& s = problems[p].shape;
+        const int keys = s.causal ? std::min(s.kv_seq, s.seq) : s.kv_seq;
+        const auto add = [&](const AttentionTiles& t) {
+            if (config_holds(attention_config(t), config)) runs.push_back({p, t});
+        };
+        for (AttentionTiles t : AttentionTiles::configurations()) {
+            if (!t.unsupported_reason(s.head_dim).empty() || (sm90_only && !t.sm90)) continue;
+            add(t);
+            t.kv_splits = std::min(4, (keys + t.block_n - 1) / t.block_n);
+            if (t.kv_splits > 1) add(t);
+        }
+    }
     if (runs.empty())
         throw UsageError(fmt::format("no flash_attention2 configuration{} takes {}",
                                      config.empty() ? "" : fmt::format(" holding {}", fmt::join(config, " ")),
@@ -380,8 +397,8 @@ int check_attention(const Common& common, int batch, const AttentionOptions& o, 
             r.check = check(op, rt, stream, *tensors);
             if (!r.check->passed()) r.fault = r.check->faults();
             std::array<Tensor, 3> in;
-            std::array<void*, 1> params;
-            r.us = time_forward(op, rt, stream, tensors->call(in, params), std::max(1, iters));
+            std::array<void*, 2> params;
+            r.us = time_forward(op, rt, stream, tensors->call(op, in, params), std::max(1, iters));
         } catch (const Error& e) {
             r.fault = e.what();
         }

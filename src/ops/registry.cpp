@@ -106,6 +106,14 @@ std::vector<Kernel> attention_configurations() {
     return kernels;
 }
 
+/// Split-KV's combine for each dtype and head dim.
+std::vector<Kernel> attention_combine_configurations() {
+    std::vector<Kernel> kernels;
+    for (const Scalar dtype : {Scalar::f16, Scalar::bf16})
+        for (const int head_dim : {64, 96, 128}) kernels.push_back(attention_combine_kernel(dtype, head_dim));
+    return kernels;
+}
+
 /// One configuration each: the elementwise ops take every size at run time.
 template <class Op, auto... Args>
 std::vector<Kernel> single_configuration() {
@@ -138,8 +146,11 @@ const KernelFamily families[] = {
      "fused attention forward (FlashAttention-2: online softmax, causal or not, grouped-query), f16 and bf16, head "
      "dim 64, 96 and 128 (mma.sync, sm_80+)",
      attention_configurations<false>},
-    {"flash_attention2_forward_sm90", "the same on Hopper: both matmuls on wgmma, head dim 64 and 128 (sm_90a only)",
+    {"flash_attention2_forward_sm90",
+     "the same on Hopper: TMA, warp-specialised, both matmuls on wgmma, head dim 64 and 128 (sm_90a only)",
      attention_configurations<true>},
+    {"flash_attention2_combine", "split-KV attention's second step: each row's key shares added up by their LSE",
+     attention_combine_configurations},
     {"add", "y = a + b (residual connections)", single_configuration<AddOp>},
     {"concat_channels", "one input of a concatenation along channels", single_configuration<ConcatChannelsOp, 1>},
     {"maxpool2d", "max pooling, any window, stride and padding", single_configuration<MaxPool2dOp, 5, 1, 2>},

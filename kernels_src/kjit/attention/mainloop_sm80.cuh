@@ -71,27 +71,32 @@ struct MainloopSm80 {
         const T* k = in.k + w.batch * in.ks.batch + w.kv_head * in.ks.head;
         const T* v = in.v + w.batch * in.vs.batch + w.kv_head * in.vs.head;
         const long long q_row = in.qs.row, k_row = in.ks.row, v_row = in.vs.row;
-        const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(m0, kv_seq);
+        const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, kv_seq);
         acc.clear();
 
+        // Q first, in a group of its own: its fragments are read once, before the pass.
         Tl::template load<BLOCK_M>(q_tile, q, q_row, m0, seq);
-        if (tiles.count > 0) {
-            Tl::template load<BLOCK_N>(k_tiles, k, k_row, 0, kv_seq);
-            Tl::template load<BLOCK_N>(v_tiles, v, v_row, 0, kv_seq);
+        kjit::copy_commit();
+        if (tiles.count() > 0) {  // key tile j goes to buffer j % 2
+            const unsigned first = tiles.begin % 2 * Tl::KV_BYTES;
+            Tl::template load<BLOCK_N>(k_tiles + first, k, k_row, tiles.begin * BLOCK_N, kv_seq);
+            Tl::template load<BLOCK_N>(v_tiles + first, v, v_row, tiles.begin * BLOCK_N, kv_seq);
         }
         kjit::copy_commit();
-
+        kjit::copy_wait<1>();
+        __syncthreads();
         unsigned q_frag[K16][4];
-        for (int j = 0; j < tiles.count; ++j) {
+        load_q(q_frag, warp);
+
+        for (int j = tiles.begin; j < tiles.end; ++j) {
             const int n0 = j * BLOCK_N, buffer = j % 2;
-            if (j + 1 < tiles.count) {  // the next tile's loads fly while this one is used
+            if (j + 1 < tiles.end) {  // the next tile's loads fly while this one is used
                 Tl::template load<BLOCK_N>(k_tiles + (1 - buffer) * Tl::KV_BYTES, k, k_row, n0 + BLOCK_N, kv_seq);
                 Tl::template load<BLOCK_N>(v_tiles + (1 - buffer) * Tl::KV_BYTES, v, v_row, n0 + BLOCK_N, kv_seq);
             }
             kjit::copy_commit();
             kjit::copy_wait<1>();
             __syncthreads();
-            if (j == 0) load_q(q_frag, warp);
 
             float s[N8][4];
             scores(s, q_frag, k_tiles + buffer * Tl::KV_BYTES);

@@ -79,37 +79,39 @@ struct MainloopSm90 {
     __device__ __forceinline__ unsigned k_tile(int stage) const { return k_tiles + stage * KVTile::BYTES; }
     __device__ __forceinline__ unsigned v_tile(int stage) const { return v_tiles + stage * KVTile::BYTES; }
 
-    /// Key tile j's place in the ring: its stage, and the parity of that stage's phase.
+    /// The i-th key tile of a block's pass in the ring: its stage, and the parity of that
+    /// stage's phase.
     struct Slot {
         int stage;
         unsigned phase;
-        __device__ __forceinline__ explicit Slot(int j) : stage(j % STAGES), phase(j / STAGES % 2) {}
+        __device__ __forceinline__ explicit Slot(int i) : stage(i % STAGES), phase(i / STAGES % 2) {}
     };
 
     /// The producer's thread: Q, then K and V of each key tile once the consumers freed the stage
     /// (a fresh barrier's "previous" phase counts as complete, so the first pass does not wait).
     __device__ __forceinline__ void produce(const TensorMaps& in, const Work& w, int kv_seq) const
     {
-        const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w.m0, kv_seq);
-        if (tiles.count == 0) return;
+        const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, kv_seq);
+        if (tiles.count() == 0) return;
         kjit::mbarrier_arrive_expect_tx(q_full(), QTile::BYTES);
         QTile::load(q_tile, in.q, w.m0, w.head, w.batch, q_full());
-        for (int j = 0; j < tiles.count; ++j) {
-            const Slot slot(j);
+        for (int i = 0; i < tiles.count(); ++i) {
+            const Slot slot(i);
+            const int n0 = (tiles.begin + i) * BLOCK_N;
             kjit::mbarrier_wait(k_empty(slot.stage), slot.phase ^ 1);
             kjit::mbarrier_arrive_expect_tx(k_full(slot.stage), KVTile::BYTES);
-            KVTile::load(k_tile(slot.stage), in.k, j * BLOCK_N, w.kv_head, w.batch, k_full(slot.stage));
+            KVTile::load(k_tile(slot.stage), in.k, n0, w.kv_head, w.batch, k_full(slot.stage));
             kjit::mbarrier_wait(v_empty(slot.stage), slot.phase ^ 1);
             kjit::mbarrier_arrive_expect_tx(v_full(slot.stage), KVTile::BYTES);
-            KVTile::load(v_tile(slot.stage), in.v, j * BLOCK_N, w.kv_head, w.batch, v_full(slot.stage));
+            KVTile::load(v_tile(slot.stage), in.v, n0, w.kv_head, w.batch, v_full(slot.stage));
         }
     }
 
-    /// Issues S = Q · K_j for this warpgroup's 64 rows once K_j is in: k steps of 16 walk 32
-    /// bytes along a swizzled row, then on to the next column block.
-    __device__ __forceinline__ void issue_scores(float (&s)[N8][4], int j) const
+    /// Issues S = Q · K for the pass's i-th key tile and this warpgroup's 64 rows once it is in:
+    /// k steps of 16 walk 32 bytes along a swizzled row, then on to the next column block.
+    __device__ __forceinline__ void issue_scores(float (&s)[N8][4], int i) const
     {
-        const Slot slot(j);
+        const Slot slot(i);
         const unsigned q = q_tile + threadIdx.x / 128 * 64 * 128, k = k_tile(slot.stage);
         for (int nt = 0; nt < N8; ++nt)
             for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
@@ -124,12 +126,13 @@ struct MainloopSm90 {
         kjit::wgmma_commit();
     }
 
-    /// Issues O += P_j · V_j once V_j is in: V's 16 rows a k step are two swizzle atoms along K
-    /// (1024 bytes apart), its column blocks of 64 along N (a tile's rows × 128 bytes apart).
+    /// Issues O += P · V for the pass's i-th key tile once its V is in: V's 16 rows a k step are
+    /// two swizzle atoms along K (1024 bytes apart), its column blocks of 64 along N (a tile's
+    /// rows × 128 bytes apart).
     __device__ __forceinline__ void issue_values(Accumulator<HEAD_DIM>& acc, const unsigned (&p)[BLOCK_N / 16][4],
-                                                 int j) const
+                                                 int i) const
     {
-        const Slot slot(j);
+        const Slot slot(i);
         kjit::mbarrier_wait(v_full(slot.stage), slot.phase);
         kjit::wgmma_fence();
         for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
@@ -168,17 +171,20 @@ struct MainloopSm90 {
         }
     };
 
-    /// A consumer warpgroup's pass over the key tiles for its rows of the block's.
-    __device__ __forceinline__ void consume(Accumulator<HEAD_DIM>& acc, int m0, int kv_seq, float c) const
+    /// A consumer warpgroup's pass over the block's key tiles for its rows; S_i is the pass's
+    /// i-th tile's scores (key tile begin + i).
+    __device__ __forceinline__ void consume(Accumulator<HEAD_DIM>& acc, const Work& w, int kv_seq, float c) const
     {
-        const int row0 = m0 + threadIdx.x / 32 * 16 + threadIdx.x % 32 / 4;
-        const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(m0, kv_seq);
+        const int row0 = w.m0 + threadIdx.x / 32 * 16 + threadIdx.x % 32 / 4;
+        const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, kv_seq);
         acc.clear();
-        if (tiles.count == 0) return;
+        const int n = tiles.count();
+        if (n == 0) return;
         float s[N8][4], rescale[2];
         unsigned p[BLOCK_N / 16][4];
-        // S_j to P_j in the registers p: masked where a row sees a key it must not.
-        auto softmax = [&](int j) {
+        // S_i to P_i in the registers p: masked where a row sees a key it must not.
+        auto softmax = [&](int i) {
+            const int j = tiles.begin + i;
             if (j >= tiles.first_masked) mask_scores<CAUSAL>(s, j * BLOCK_N, row0, kv_seq);
             softmax_rows(acc, s, c, rescale);
         };
@@ -196,27 +202,27 @@ struct MainloopSm90 {
         release(k_empty(0));
         softmax(0);  // O is still 0: nothing to rescale
         to_fragments();
-        for (int j = 1; j < tiles.count; ++j) {
+        for (int i = 1; i < n; ++i) {
             turns.wait();
-            issue_scores(s, j);
-            issue_values(acc, p, j - 1);
+            issue_scores(s, i);
+            issue_values(acc, p, i - 1);
             turns.pass(false);
-            kjit::wgmma_wait<1>();  // S_j is in; P_{j−1}·V_{j−1} may still run
+            kjit::wgmma_wait<1>();  // S_i is in; P_{i−1}·V_{i−1} may still run
             fence_registers(s);
-            release(k_empty(Slot(j).stage));
-            softmax(j);
+            release(k_empty(Slot(i).stage));
+            softmax(i);
             kjit::wgmma_wait<0>();
             fence_registers(acc.o);
-            release(v_empty(Slot(j - 1).stage));
+            release(v_empty(Slot(i - 1).stage));
             acc.rescale(rescale);
             to_fragments();
         }
         turns.wait();
-        issue_values(acc, p, tiles.count - 1);
+        issue_values(acc, p, n - 1);
         turns.pass(true);
         kjit::wgmma_wait<0>();
         fence_registers(acc.o);
-        release(v_empty(Slot(tiles.count - 1).stage));
+        release(v_empty(Slot(n - 1).stage));
     }
 
     /// The whole pass for the block's query rows w.m0 … w.m0 + BLOCK_M − 1 of one head. Consumer
@@ -245,7 +251,7 @@ struct MainloopSm90 {
             return false;
         }
         if constexpr (CONSUMERS > 1) kjit::setmaxnreg_inc<CONSUMER_REGISTERS>();
-        consume(acc, w.m0, kv_seq, c);
+        consume(acc, w, kv_seq, c);
         // Every consumer's wgmma are done before the epilogue stages O over K's and V's tiles;
         // every copy the producer issued has landed (each was waited for).
         kjit::named_barrier_sync(1, 128 * CONSUMERS);

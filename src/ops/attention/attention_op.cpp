@@ -26,7 +26,8 @@ using detail::require;
 namespace {
 bool is_16bit(Scalar s) { return s == Scalar::f16 || s == Scalar::bf16; }
 bool supported_head_dim(int d) { return d == 64 || d == 96 || d == 128; }
-constexpr int max_grid_yz = 65535;  // heads and batch are the grid's y and z
+constexpr int max_grid_yz = 65535;  // heads and batch × key shares are the grid's y and z
+constexpr int max_kv_splits = 16;
 }  // namespace
 
 // ---- the problem ------------------------------------------------------------------------------------
@@ -86,6 +87,8 @@ unsigned AttentionTiles::shared_bytes(int head_dim) const {
 
 std::string AttentionTiles::unsupported_reason(int head_dim) const {
     if (!supported_head_dim(head_dim)) return fmt::format("head_dim {} has no kernel: use 64, 96 or 128", head_dim);
+    if (kv_splits < 1 || kv_splits > max_kv_splits)
+        return fmt::format("KV_SPLITS={}: the keys split into 1 to {} shares", kv_splits, max_kv_splits);
     if (!sm90) {
         if (block_m % 16 == 0 && block_n % 16 == 0 && block_m >= 16 && block_n >= 16 && block_m <= 128 &&
             block_n <= 128)
@@ -123,16 +126,20 @@ void AttentionTiles::validate(int head_dim, const DeviceTraits& device) const {
 }
 
 std::string attention_config(const AttentionTiles& t) {
-    return fmt::format("{}BLOCK_M={} BLOCK_N={}", t.sm90 ? "SM90=1 " : "", t.block_m, t.block_n);
+    return fmt::format("{}BLOCK_M={} BLOCK_N={}{}", t.sm90 ? "SM90=1 " : "", t.block_m, t.block_n,
+                       t.kv_splits != 1 ? fmt::format(" KV_SPLITS={}", t.kv_splits) : "");
 }
 
 AttentionTiles parse_attention_config(std::string_view text) {
     const bool sm90 = text.starts_with("SM90=1 ");
     const std::string rest(sm90 ? text.substr(7) : text);
     AttentionTiles t{0, 0, sm90};
-    if (std::sscanf(rest.c_str(), "BLOCK_M=%d BLOCK_N=%d", &t.block_m, &t.block_n) != 2 || attention_config(t) != text)
+    const int read = std::sscanf(rest.c_str(), "BLOCK_M=%d BLOCK_N=%d KV_SPLITS=%d", &t.block_m, &t.block_n,
+                                 &t.kv_splits);
+    if (read < 2 || attention_config(t) != text)
         throw UsageError(fmt::format(
-            "attention configuration '{}' is not '[SM90=1] BLOCK_M=<rows> BLOCK_N=<keys>' (e.g. {}, or {} on Hopper)",
+            "attention configuration '{}' is not '[SM90=1] BLOCK_M=<rows> BLOCK_N=<keys> [KV_SPLITS=<shares>]' "
+            "(e.g. {}, or {} on Hopper)",
             text, attention_config({128, 64}), attention_config({128, 128, true})));
     return t;
 }
@@ -156,7 +163,8 @@ Kernel attention_kernel(Scalar dtype, int head_dim, bool causal, AttentionTiles 
     else params = {{"q", t}, {"k", t}, {"v", t}};
     params.push_back({"o", t});
     params.push_back({"lse", {Scalar::f32, true}});
-    for (const char* n : {"heads", "kv_heads", "seq", "kv_seq"}) params.push_back({n, {Scalar::i32}});
+    params.push_back({"partials", {Scalar::f32, true}});
+    for (const char* n : {"heads", "kv_heads", "seq", "kv_seq", "kv_splits"}) params.push_back({n, {Scalar::i32}});
     params.push_back({"scale", {Scalar::f32}});
     if (!tiles.sm90)
         for (const char* tensor : {"q", "k", "v"}) strides_of(tensor);
@@ -169,14 +177,28 @@ Kernel attention_kernel(Scalar dtype, int head_dim, bool causal, AttentionTiles 
                      {"CAUSAL", causal}},
                     std::move(params),
                     tiles.threads()};
-    if (tiles.sm90) {
-        spec.only_for = Arch::parse("sm_90a");         // TMA, wgmma, setmaxnreg
-        spec.max_threads_per_block = tiles.threads();  // caps registers at the launch share setmaxnreg moves
-        spec.min_blocks_per_multiprocessor = 1;
-    }
+    // One block a multiprocessor, promised: ptxas then caps registers at a block's share (what
+    // setmaxnreg moves on Hopper) and no lower — without it, it held some sm80 tiles to 128 a
+    // thread and spilled.
+    spec.min_blocks_per_multiprocessor = 1;
+    if (tiles.sm90) spec.only_for = Arch::parse("sm_90a");  // TMA, wgmma, setmaxnreg
     return Kernel(std::move(spec));
 }
 
+}  // namespace
+
+Kernel attention_combine_kernel(Scalar dtype, int head_dim) {
+    AttentionShape{.head_dim = head_dim, .dtype = dtype}.validate();
+    const ParamType t{dtype, true};
+    std::vector<Param> params{{"partials", {Scalar::f32, true}}, {"o", t}, {"lse", {Scalar::f32, true}}};
+    for (const char* n : {"heads", "seq", "kv_splits"}) params.push_back({n, {Scalar::i32}});
+    for (const char* n : {"rows", "o_batch", "o_head", "o_row"}) params.push_back({n, {Scalar::i64}});
+    return Kernel(KernelSpec{std::string(attention_combine_family),
+                             {{"DTYPE", dtype}, {"HEAD_DIM", std::int64_t{head_dim}}},
+                             std::move(params)});
+}
+
+namespace {
 /// What a Hopper call's maps depend on: the tensors and the problem.
 struct MapPlan {
     const void *q, *k, *v;
@@ -223,6 +245,7 @@ AttentionForwardOp::AttentionForwardOp(Scalar dtype, int head_dim, bool causal, 
       layout_(layout),
       scale_(scale > 0 ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim))),
       kernel_(attention_kernel(dtype, head_dim, causal, tiles)),
+      combine_(attention_combine_kernel(dtype, head_dim)),
       maps_(std::make_unique<MapCache>()) {}
 
 AttentionForwardOp::~AttentionForwardOp() = default;
@@ -263,22 +286,40 @@ Shape AttentionForwardOp::compute_concrete_output_shape(std::span<const ShapeVie
 
 std::vector<Shape> AttentionForwardOp::param_shapes(std::span<const ShapeView> in, ShapeView) const {
     const AttentionShape s = shape_of(in);
-    return {{static_cast<std::size_t>(s.batch), static_cast<std::size_t>(s.heads), static_cast<std::size_t>(s.seq)}};
+    const auto b = static_cast<std::size_t>(s.batch), h = static_cast<std::size_t>(s.heads),
+               q = static_cast<std::size_t>(s.seq);
+    std::vector<Shape> shapes{{b, h, q}};
+    if (tiles_.kv_splits > 1)
+        shapes.push_back(
+            {static_cast<std::size_t>(tiles_.kv_splits), b * h * q, static_cast<std::size_t>(head_dim_) + 1});
+    return shapes;
 }
 
 std::span<const std::string_view> AttentionForwardOp::param_names() const {
-    static constexpr std::string_view names[] = {"lse"};
-    return names;
+    static constexpr std::string_view names[] = {"lse", "partials"};
+    return std::span(names).first(tiles_.kv_splits > 1 ? 2 : 1);
+}
+
+const Kernel& AttentionForwardOp::kernel_for_launch(std::size_t launch) const {
+    return launch == 0 ? kernel_ : combine_;
 }
 
 Dims AttentionForwardOp::grid(ShapeView out) const {
     const std::size_t seq = layout_ == AttentionLayout::bhsd ? out[2] : out[1];
     const std::size_t heads = layout_ == AttentionLayout::bhsd ? out[1] : out[2];
     return {static_cast<unsigned>(ceil_div<std::size_t>(seq, tiles_.block_m)), static_cast<unsigned>(heads),
-            static_cast<unsigned>(out[0])};
+            static_cast<unsigned>(out[0] * tiles_.kv_splits)};
 }
 
-unsigned AttentionForwardOp::shared_bytes_for_launch(std::size_t) const { return tiles_.shared_bytes(head_dim_); }
+Dims AttentionForwardOp::grid_for_launch(std::size_t launch, std::span<const ShapeView>, ShapeView out) const {
+    if (launch == 0) return grid(out);
+    const std::size_t rows = element_count(out) / static_cast<std::size_t>(head_dim_);  // a warp a row
+    return {static_cast<unsigned>(ceil_div<std::size_t>(rows, block()[0] / 32)), 1, 1};
+}
+
+unsigned AttentionForwardOp::shared_bytes_for_launch(std::size_t launch) const {
+    return launch == 0 ? tiles_.shared_bytes(head_dim_) : 0;
+}
 
 void AttentionForwardOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
     require(call.inputs.size() == 3, "attention takes 3 inputs (q, k, v), {} given", call.inputs.size());
@@ -293,7 +334,12 @@ void AttentionForwardOp::pack_args(const OpCall& call, ArgVisitor& visitor) cons
         require(
             call.inputs[i].image_stride == 0 || call.inputs[i].image_stride == element_count(shapes[i]) / shapes[i][0],
             "attention input {} must be dense: image stride {} given", "qkv"[i], call.inputs[i].image_stride);
-    require(call.params.size() == 1, "attention has 1 parameter slot (lse), {} given", call.params.size());
+    const std::size_t slots = param_names().size();
+    require(call.params.size() == slots, "attention tiles {} take {} parameter slots ({}), {} given",
+            attention_config(tiles_), slots, fmt::join(param_names(), ", "), call.params.size());
+    require(s.batch * tiles_.kv_splits <= max_grid_yz,
+            "attention batch {} × KV_SPLITS={} must be at most {} (the grid's z): use fewer shares", s.batch,
+            tiles_.kv_splits, max_grid_yz);
     const auto aligned = [](const void* p, const char* what) {
         require(reinterpret_cast<std::uintptr_t>(non_null(const_cast<void*>(p), what)) % 16 == 0,
                 "attention {} must be 16-byte aligned (the kernel moves 16-byte pieces of rows)", what);
@@ -320,7 +366,8 @@ void AttentionForwardOp::pack_args(const OpCall& call, ArgVisitor& visitor) cons
     }
     visitor.visit_ptr(call.output);
     visitor.visit_ptr(non_null(call.params[0], "lse"));
-    for (int v : {s.heads, s.kv_heads, s.seq, s.kv_seq}) visitor.visit_i32(v);
+    visitor.visit_ptr(tiles_.kv_splits > 1 ? non_null(call.params[1], "partials") : nullptr);
+    for (int v : {s.heads, s.kv_heads, s.seq, s.kv_seq, tiles_.kv_splits}) visitor.visit_i32(v);
     visitor.visit_f32(scale_);
     const auto strides = [&](const AttentionStrides& t) {
         visitor.visit_i64(t.batch);
@@ -330,6 +377,22 @@ void AttentionForwardOp::pack_args(const OpCall& call, ArgVisitor& visitor) cons
     if (!tiles_.sm90)
         for (const AttentionStrides& t : {q, kv, kv}) strides(t);
     strides(q);  // o
+}
+
+void AttentionForwardOp::pack_args_for_launch(std::size_t launch, const OpCall& call, ArgVisitor& visitor) const {
+    if (launch == 0) return pack_args(call, visitor);
+    // The combine: the shares into o and lse.
+    const std::array<ShapeView, 3> shapes{call.inputs[0].shape, call.inputs[1].shape, call.inputs[2].shape};
+    const AttentionShape s = shape_of(shapes);
+    const AttentionStrides o = AttentionStrides::of(layout_, s.heads, s.seq, head_dim_);
+    visitor.visit_ptr(non_null(call.params[1], "partials"));
+    visitor.visit_ptr(call.output);
+    visitor.visit_ptr(non_null(call.params[0], "lse"));
+    for (int v : {s.heads, s.seq, tiles_.kv_splits}) visitor.visit_i32(v);
+    visitor.visit_i64(std::int64_t{s.batch} * s.heads * s.seq);
+    visitor.visit_i64(o.batch);
+    visitor.visit_i64(o.head);
+    visitor.visit_i64(o.row);
 }
 
 }  // namespace kjit

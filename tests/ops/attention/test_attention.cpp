@@ -92,7 +92,7 @@ TEST_CASE("attention tiles: shared memory, the limits they are checked against, 
     for (const char* bad :
          {"", "BLOCK_M=64", "BLOCK_M=64 BLOCK_N=128 extra", "BLOCK_N=64 BLOCK_M=128", "SM90=0 BLOCK_M=64 BLOCK_N=64"})
         CHECK(says(error_of([&] { (void)parse_attention_config(bad); }),
-                   "is not '[SM90=1] BLOCK_M=<rows> BLOCK_N=<keys>'"));
+                   "is not '[SM90=1] BLOCK_M=<rows> BLOCK_N=<keys> [KV_SPLITS=<shares>]'"));
 }
 
 TEST_CASE("attention dispatch: whole multiprocessors busy, tiles that fit the device, sm_80 or newer") {
@@ -105,7 +105,8 @@ TEST_CASE("attention dispatch: whole multiprocessors busy, tiles that fit the de
     // Head dim 64: three consumer warpgroups (192 rows) while 22 tiles × 16 heads × 4 fill 132 SMs.
     CHECK(dispatch_attention(narrow, h100) == AttentionTiles{192, 128, true});
     const AttentionShape narrow_small{.batch = 1, .heads = 8, .seq = 1024, .kv_seq = 1024, .head_dim = 64};
-    CHECK(dispatch_attention(narrow_small, h100) == AttentionTiles{128, 128, true});  // 48 blocks of 192
+    // 48 blocks of 192 rows would not fill it; 64 of 128 fill half. Full query tiles: no split.
+    CHECK(dispatch_attention(narrow_small, h100) == AttentionTiles{128, 128, true});
     CHECK(dispatch_attention(odd, h100) == AttentionTiles{128, 128});
     CHECK(says(attention_dispatch_reason(odd, h100), "the wgmma mainloop takes head dims 64 and 128 only"));
     CHECK(says(attention_dispatch_reason(big, h100), "TMA + wgmma mainloop (sm_90a), 128 query rows a block"));
@@ -123,6 +124,27 @@ TEST_CASE("attention dispatch: whole multiprocessors busy, tiles that fit the de
                 CHECK(dispatch_attention(s, t).shared_bytes(d) <= static_cast<unsigned>(t.max_shared_bytes));
             }
     CHECK(says(attention_dispatch_reason(small, a100), "64 query rows a block (64 blocks for 108 multiprocessors)"));
+    // Decoding: one query a head leaves most multiprocessors idle; the keys split to fill a wave.
+    const AttentionShape decode{.batch = 1, .heads = 8, .seq = 1, .kv_seq = 5000, .head_dim = 128};
+    CHECK(dispatch_attention(decode, h100) == AttentionTiles{128, 128, true, 16});  // 132 / 8, at most 16
+    CHECK(dispatch_attention(decode, a100) == AttentionTiles{64, 128, false, 13});  // 108 / 8
+    CHECK(says(attention_dispatch_reason(decode, h100), "the keys split in 16 shares"));
+    AttentionShape few_keys = decode;
+    few_keys.kv_seq = 300;  // 3 key tiles of 128: 3 shares
+    CHECK(attention_kv_splits(few_keys, {128, 128, true}, h100) == 3);
+    few_keys.causal = true;  // the one query sees one key
+    CHECK(attention_kv_splits(few_keys, {128, 128, true}, h100) == 1);
+    few_keys.kv_seq = 0;
+    CHECK(attention_kv_splits(few_keys, {128, 128, true}, h100) == 1);
+    // A few heads of full query tiles: the shares' combine would cost more than idle SMs.
+    const AttentionShape prefill{.batch = 1, .heads = 8, .seq = 512, .kv_seq = 512, .head_dim = 128, .causal = true};
+    CHECK(attention_kv_splits(prefill, {128, 128, true}, h100) == 1);
+    AttentionShape short_chunk = prefill;
+    short_chunk.seq = 100;  // one query tile a head, not full
+    short_chunk.causal = false;
+    CHECK(attention_kv_splits(short_chunk, {128, 128, true}, h100) == 4);  // 4 key tiles
+    CHECK(dispatch_attention(big, h100).kv_splits == 1);
+    CHECK(dispatch_attention(small, a100).kv_splits == 1);  // 64 blocks: more than half a wave
     CHECK(says(error_of([&] {
                    (void)dispatch_attention(small, DeviceTraits{40, 65536, Arch(7, 5)});
                }),
@@ -144,20 +166,23 @@ TEST_CASE("the attention op packs q, k, v, o, lse, the sizes and each tensor's s
     void* lse = fake(0x5000);
     test::Recorder r;
     op.pack_args({in, std::span(&lse, 1), fake(0x4000), q, 64}, r);
-    REQUIRE(r.args.size() == 5 + 4 + 1 + 12);
+    REQUIRE(r.args.size() == 6 + 5 + 1 + 12);
     CHECK(r.p(0) == fake(0x1000));
     CHECK(r.p(3) == fake(0x4000));
     CHECK(r.p(4) == fake(0x5000));
-    CHECK(r.i(5) == 8);    // heads
-    CHECK(r.i(6) == 2);    // kv_heads
-    CHECK(r.i(7) == 300);  // seq
-    CHECK(r.i(8) == 500);  // kv_seq
-    CHECK(std::get<double>(r.args[9]) == doctest::Approx(0.125));
-    CHECK(r.i(10) == 8 * 300 * 64);  // q: batch, head, row strides of [B, H, S, D]
-    CHECK(r.i(11) == 300 * 64);
-    CHECK(r.i(12) == 64);
-    CHECK(r.i(13) == 2 * 500 * 64);  // k
-    CHECK(r.i(14) == 500 * 64);
+    CHECK(r.p(5) == nullptr);  // partials: the keys are not split
+    CHECK(r.i(6) == 8);        // heads
+    CHECK(r.i(7) == 2);        // kv_heads
+    CHECK(r.i(8) == 300);      // seq
+    CHECK(r.i(9) == 500);      // kv_seq
+    CHECK(r.i(10) == 1);       // kv_splits
+    CHECK(std::get<double>(r.args[11]) == doctest::Approx(0.125));
+    CHECK(r.i(12) == 8 * 300 * 64);  // q: batch, head, row strides of [B, H, S, D]
+    CHECK(r.i(13) == 300 * 64);
+    CHECK(r.i(14) == 64);
+    CHECK(r.i(15) == 2 * 500 * 64);  // k
+    CHECK(r.i(16) == 500 * 64);
+    CHECK(op.n_launches() == 1);
 
     // [B, S, H, D]: the same problem, other strides.
     const AttentionForwardOp bshd(Scalar::bf16, 128, false, {64, 64}, AttentionLayout::bshd, 0.5f);
@@ -169,13 +194,60 @@ TEST_CASE("the attention op packs q, k, v, o, lse, the sizes and each tensor's s
     CHECK(bshd.grid(q2) == Dims{5, 8, 2});
     test::Recorder r2;
     bshd.pack_args({in2, std::span(&lse, 1), fake(0x4000), q2, 128}, r2);
-    CHECK(std::get<double>(r2.args[9]) == doctest::Approx(0.5));
-    CHECK(r2.i(10) == 300 * 8 * 128);
-    CHECK(r2.i(11) == 128);
-    CHECK(r2.i(12) == 8 * 128);
-    CHECK(r2.i(19) == 300 * 8 * 128);  // o like q
-    CHECK(r2.i(20) == 128);
-    CHECK(r2.i(21) == 8 * 128);
+    CHECK(std::get<double>(r2.args[11]) == doctest::Approx(0.5));
+    CHECK(r2.i(12) == 300 * 8 * 128);
+    CHECK(r2.i(13) == 128);
+    CHECK(r2.i(14) == 8 * 128);
+    CHECK(r2.i(21) == 300 * 8 * 128);  // o like q
+    CHECK(r2.i(22) == 128);
+    CHECK(r2.i(23) == 8 * 128);
+}
+
+TEST_CASE("split-KV: the shares' workspace slot, a second launch that adds them up, the grid over shares") {
+    const AttentionForwardOp op(Scalar::bf16, 128, false, {64, 128, false, 3}, AttentionLayout::bshd);
+    const Shape q{2, 5, 8, 128}, kv{2, 700, 2, 128};  // [B, S, H, D]
+    const std::array<ShapeView, 3> shapes{q, kv, kv};
+    CHECK(op.n_launches() == 2);
+    CHECK(op.kernel_for_launch(1).name() == "flash_attention2_combine");
+    CHECK(op.kernel_for_launch(1).id() == attention_combine_kernel(Scalar::bf16, 128).id());
+    CHECK(std::ranges::equal(op.param_names(), std::vector<std::string_view>{"lse", "partials"}));
+    CHECK(op.param_shapes(shapes, q) == std::vector<Shape>{{2, 8, 5}, {3, 2 * 8 * 5, 129}});
+    CHECK(op.grid(q) == Dims{1, 8, 2 * 3});                               // z: batch × shares
+    CHECK(op.grid_for_launch(1, shapes, q) == Dims{(80 + 3) / 4, 1, 1});  // a warp a row, 4 warps a block
+    CHECK(op.shared_bytes_for_launch(1) == 0);
+    const std::array<Tensor, 3> in{Tensor{fake(0x1000), q}, Tensor{fake(0x2000), kv}, Tensor{fake(0x3000), kv}};
+    void* params[] = {fake(0x5000), fake(0x6000)};
+    test::Recorder forward;
+    op.pack_args_for_launch(0, {in, params, fake(0x4000), q, 128}, forward);
+    CHECK(forward.p(5) == fake(0x6000));
+    CHECK(forward.i(10) == 3);
+    test::Recorder combine;
+    op.pack_args_for_launch(1, {in, params, fake(0x4000), q, 128}, combine);
+    REQUIRE(combine.args.size() == 3 + 3 + 4);
+    CHECK(combine.p(0) == fake(0x6000));  // partials
+    CHECK(combine.p(1) == fake(0x4000));  // o
+    CHECK(combine.p(2) == fake(0x5000));  // lse
+    CHECK(combine.i(3) == 8);             // heads
+    CHECK(combine.i(4) == 5);             // seq
+    CHECK(combine.i(5) == 3);             // kv_splits
+    CHECK(combine.i(6) == 2 * 8 * 5);     // rows
+    CHECK(combine.i(7) == 5 * 8 * 128);   // o's strides, [B, S, H, D]
+    CHECK(combine.i(8) == 128);
+    CHECK(combine.i(9) == 8 * 128);
+    test::Recorder refused;
+    CHECK(says(error_of([&] {
+                   op.pack_args({in, std::span(params, 1), fake(0x4000), q, 128}, refused);
+               }),
+               "take 2 parameter slots (lse, partials), 1 given"));
+
+    CHECK(attention_config({64, 128, false, 3}) == "BLOCK_M=64 BLOCK_N=128 KV_SPLITS=3");
+    CHECK(parse_attention_config("SM90=1 BLOCK_M=128 BLOCK_N=128 KV_SPLITS=16") == AttentionTiles{128, 128, true, 16});
+    CHECK(says(error_of([] { (void)parse_attention_config("BLOCK_M=64 BLOCK_N=64 KV_SPLITS=1"); }),
+               "[KV_SPLITS=<shares>]"));
+    CHECK(says(error_of([] {
+                   AttentionTiles{64, 64, false, 17}.validate(64, 1 << 20);
+               }),
+               "KV_SPLITS=17: the keys split into 1 to 16 shares"));
 }
 
 TEST_CASE("the attention op refuses tensors its kernel cannot take, saying what to change") {
@@ -349,11 +421,13 @@ TEST_CASE("attention tensors to and from [B, S, H, D] on the host: element (b, h
 
 TEST_CASE(
     "every shipped attention configuration compiles with no spills: sm80 ones for sm_80, Hopper ones for sm_90a") {
-    std::vector<Kernel> sm80, sm90;
+    std::vector<Kernel> sm80, sm90, combine;
     for (const auto& family : shipped_kernels()) {
         if (family.name == attention_family) sm80 = family.configurations();
         if (family.name == attention_sm90_family) sm90 = family.configurations();
+        if (family.name == attention_combine_family) combine = family.configurations();
     }
+    REQUIRE(combine.size() == 2 * 3);  // dtypes × head dims
     const auto count = [](bool hopper, int head_dim) {
         return std::ranges::count_if(AttentionTiles::configurations(), [&](const auto& t) {
             return t.sm90 == hopper && t.unsupported_reason(head_dim).empty();
@@ -375,6 +449,7 @@ TEST_CASE(
         CHECK(k.only_for() == Arch::parse("sm_90a"));
         jobs.push_back({&k, "sm_90a"});
     }
+    for (const auto& k : combine) jobs.push_back({&k, "sm_80"});
     test::compile_each(jobs, [](const test::CompileJob& job, const Compiled& c) {
         const Kernel& k = *job.kernel;
         CAPTURE(k.id());
@@ -382,7 +457,9 @@ TEST_CASE(
         CHECK(c.resources.spill_store_bytes == 0);
         CHECK(c.resources.registers <= 255);
         const std::string type = k.id().find("__bf16__") != std::string::npos ? "bf16" : "f16";
-        if (k.name() == attention_sm90_family) {
+        if (k.name() == attention_combine_family) {
+            CHECK(c.ptx.find("cvt.rn." + type + "x2.f32") != std::string::npos);  // O rounded to the dtype
+        } else if (k.name() == attention_sm90_family) {
             CHECK(c.ptx.find(".f32." + type + "." + type) != std::string::npos);
             CHECK(c.ptx.find("wgmma.mma_async.sync.aligned.m64n") != std::string::npos);
             CHECK(c.log.find("serialized") == std::string::npos);  // ptxas kept the wgmma asynchronous

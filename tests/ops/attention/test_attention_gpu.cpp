@@ -1,7 +1,8 @@
 // The attention kernels on a GPU against the float64 reference: every shipped configuration the
 // device runs (both mainloops on a 9.0 device; both dtypes, head dims 64, 96 and 128, causal and
-// not), ragged lengths, grouped heads, one query, no keys, both layouts; outputs NaN-poisoned
-// with a guard past their end.
+// not), each whole and with its keys split in 3 shares (split-KV and its combine), ragged
+// lengths, grouped heads, one query, no keys, both layouts; outputs NaN-poisoned with a guard
+// past their end.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -58,8 +59,12 @@ Outcome run_and_check(const AttentionForwardOp& op, const AttentionShape& s, con
                                ? Shape{std::size_t(B), std::size_t(HK), std::size_t(SK), std::size_t(D)}
                                : Shape{std::size_t(B), std::size_t(SK), std::size_t(HK), std::size_t(D)};
     const Tensor in[] = {{dq.as<void>(), q_shape}, {dk.as<void>(), kv_shape}, {dv.as<void>(), kv_shape}};
-    void* const params[] = {dlse.as<void>()};
-    op.forward(Runtime::global(), stream, {in, params, dout.as<void>(), q_shape, D});
+    const ShapeView shapes[] = {q_shape, kv_shape, kv_shape};
+    const std::vector<Shape> slots = op.param_shapes(shapes, q_shape);
+    DeviceBuffer partials(device, slots.size() > 1 ? element_count(slots[1]) * 4 : 16);  // split-KV's workspace
+    partials.fill(0xff);
+    void* const params[] = {dlse.as<void>(), partials.as<void>()};
+    op.forward(Runtime::global(), stream, {in, std::span(params).first(slots.size()), dout.as<void>(), q_shape, D});
     stream.synchronize();
 
     std::vector<std::uint16_t> o(q.size() + guard);
@@ -102,18 +107,23 @@ TEST_CASE("flash_attention2_forward matches float64 on every configuration: ragg
                         continue;
                     }
                     const auto layout = index++ % 2 ? AttentionLayout::bshd : AttentionLayout::bhsd;
-                    const AttentionForwardOp op(dtype, d, causal, tiles, layout);
-                    for (const Case& c : cases) {
-                        const AttentionShape s{c.batch, c.heads, c.kv_heads, c.seq, c.kv_seq, d, causal, dtype};
-                        CAPTURE(op.kernel().id());
-                        CAPTURE(s.key());
-                        CAPTURE(layout == AttentionLayout::bshd);
-                        const Outcome r = run_and_check(op, s, device, stream, rng);
-                        CHECK(r.check.unwritten == 0);
-                        CHECK(r.guard_intact);
-                        CHECK(r.check.error <= r.check.tolerance);
-                        CHECK(r.check.lse_error <= AttentionCheck::lse_tolerance);  // −∞ where a row saw no key
-                        ++ran;
+                    for (const int splits : {1, 3}) {  // whole, and the keys in 3 shares (split-KV)
+                        AttentionTiles split = tiles;
+                        split.kv_splits = splits;
+                        const AttentionForwardOp op(dtype, d, causal, split, layout);
+                        for (const Case& c : cases) {
+                            const AttentionShape s{c.batch, c.heads, c.kv_heads, c.seq, c.kv_seq, d, causal, dtype};
+                            CAPTURE(op.kernel().id());
+                            CAPTURE(attention_config(split));
+                            CAPTURE(s.key());
+                            CAPTURE(layout == AttentionLayout::bshd);
+                            const Outcome r = run_and_check(op, s, device, stream, rng);
+                            CHECK(r.check.unwritten == 0);
+                            CHECK(r.guard_intact);
+                            CHECK(r.check.error <= r.check.tolerance);
+                            CHECK(r.check.lse_error <= AttentionCheck::lse_tolerance);  // −∞ where a row saw no key
+                            ++ran;
+                        }
                     }
                 }
     CHECK(ran >= 2 * 7);
@@ -125,7 +135,8 @@ TEST_CASE("attention with no keys: O is 0 and the log-sum-exp is minus infinity,
     if (traits.arch.number() < 80) return;
     Stream stream(device);
     std::mt19937 rng{std::random_device{}()};
-    for (const AttentionTiles tiles : {AttentionTiles{64, 64}, AttentionTiles{128, 128, true}}) {
+    for (const AttentionTiles tiles : {AttentionTiles{64, 64}, AttentionTiles{128, 128, true},
+                                       AttentionTiles{64, 64, false, 2}, AttentionTiles{128, 128, true, 2}}) {
         if (tiles.sm90 && !traits.hopper()) continue;
         CAPTURE(attention_config(tiles));
         const AttentionForwardOp op(Scalar::bf16, 128, true, tiles);
