@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -126,8 +127,8 @@ private:
     AttentionLayout layout_;
     float scale_;
     Kernel kernel_;
-    Kernel combine_;  // split-KV's second launch
-    class MapCache;   // the Hopper kernel's TMA maps, per call's tensors
+    std::optional<Kernel> combine_;  // split-KV's second launch (tiles with kv_splits > 1)
+    class MapCache;                  // the Hopper kernel's TMA maps, per call's tensors
     std::unique_ptr<MapCache> maps_;
 };
 

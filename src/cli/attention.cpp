@@ -1,6 +1,6 @@
-// kjit run / kjit tune flash_attention2: one attention problem on the GPU — checked against the
-// float64 reference and timed (run), or every tile configuration timed and checked and the
-// winner stored (tune).
+// kjit run / tune / check flash_attention2: one attention problem on the GPU — checked against
+// the float64 reference and timed (run), or every tile configuration timed and checked and the
+// winner stored (tune), or every configuration checked on edge problems (check).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -202,14 +202,14 @@ int run_attention(const Common& common, int batch, const AttentionOptions& o, co
                                      : pick_attention(s, traits, device.name(), driver_version(), rt.cache());
     pick.tiles.validate(s.head_dim, traits);
     const std::string why = attention_dispatch_reason(s, traits);
-    const std::string dispatched = attention_config(dispatch_attention(s, traits));
+    const AttentionTiles dispatch_tiles = dispatch_attention(s, traits);
+    const std::string dispatched = attention_config(dispatch_tiles);
     const char* source = given ? "config" : pick.tuned ? "tuned" : "dispatch";
     std::string ran;
     if (pick.tuned)
         ran = fmt::format("\n  ran: the tuned winner stored for this problem, device and driver (dispatch picks {})",
                           dispatched);
-    else if (given && *given != dispatch_attention(s, traits))
-        ran = fmt::format("\n  ran: --config (dispatch picks {})", dispatched);
+    else if (given && *given != dispatch_tiles) ran = fmt::format("\n  ran: --config (dispatch picks {})", dispatched);
 
     const AttentionForwardOp op(s.dtype, s.head_dim, s.causal, pick.tiles, layout_of(o));
     AttentionTensors t(device, s, layout_of(o));
@@ -318,9 +318,6 @@ int tune_attention(const Common& common, int batch, const AttentionOptions& o, i
     return winner != timed.end() ? ok : failure;
 }
 
-}  // namespace kjit::cli
-
-namespace kjit::cli {
 namespace {
 
 /// A problem `kjit check flash_attention2` runs when none is given, and the edge it is there for.

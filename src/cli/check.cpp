@@ -41,7 +41,6 @@ struct CheckOptions {
     AttentionOptions attention;
 };
 
-constexpr std::string_view attention_op = "flash_attention2";
 bool is_attention(const std::string& op) { return op == attention_op || op.starts_with("flash_attention2_forward"); }
 
 /// The kernel families an op runs: conv2d_bn_silu's every kernel (each mainloop and layout), or

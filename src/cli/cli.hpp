@@ -153,6 +153,9 @@ struct ElementwiseCase {
 /// --cin and --cout channels).
 [[nodiscard]] std::vector<ElementwiseCase> elementwise_check_cases(std::string_view family, const LayerOptions& given);
 
+/// The attention op's name on the command line (run, tune, check).
+inline constexpr std::string_view attention_op = "flash_attention2";
+
 /// `kjit run` / `kjit tune flash_attention2`'s problem: --batch comes with the layer options.
 struct AttentionOptions {
     int heads = 0, kv_heads = 0, seq = 0, kv_seq = -1, head_dim = 128;

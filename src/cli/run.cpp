@@ -41,8 +41,6 @@ Checked check_against_reference(const Conv2dOp& op, Runtime& rt, const Stream& s
             seconds};
 }
 
-constexpr std::string_view attention_op = "flash_attention2";
-
 /// Throws UsageError for an unknown op, or options of the other op.
 void check_op_name(const RunOptions& o) {
     if (o.op != "conv2d_bn_silu" && o.op != attention_op)

@@ -245,7 +245,7 @@ AttentionForwardOp::AttentionForwardOp(Scalar dtype, int head_dim, bool causal, 
       layout_(layout),
       scale_(scale > 0 ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim))),
       kernel_(attention_kernel(dtype, head_dim, causal, tiles)),
-      combine_(attention_combine_kernel(dtype, head_dim)),
+      combine_(tiles.kv_splits > 1 ? std::optional(attention_combine_kernel(dtype, head_dim)) : std::nullopt),
       maps_(std::make_unique<MapCache>()) {}
 
 AttentionForwardOp::~AttentionForwardOp() = default;
@@ -301,7 +301,9 @@ std::span<const std::string_view> AttentionForwardOp::param_names() const {
 }
 
 const Kernel& AttentionForwardOp::kernel_for_launch(std::size_t launch) const {
-    return launch == 0 ? kernel_ : combine_;
+    require(launch < n_launches(), "attention tiles {} have {} launches, not {}", attention_config(tiles_),
+            n_launches(), launch + 1);
+    return launch == 0 ? kernel_ : *combine_;
 }
 
 Dims AttentionForwardOp::grid(ShapeView out) const {
