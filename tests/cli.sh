@@ -235,6 +235,9 @@ check)  # kjit check --compile-only: every configuration compiled and inspected;
   contains "no flash_attention2 configuration holding BLOCK_M=999 takes the built-in problems"
   expect 2 "$kjit" check flash_attention2_forward_sm90 --head-dim 96 --heads 2 --seq 10 --cache-dir "$dir/c"
   contains "no flash_attention2 configuration takes the problem given"
+  # A family named alone keeps to its own mainloop's tiles.
+  expect 2 "$kjit" check flash_attention2_forward --config SM90=1 --cache-dir "$dir/c"
+  contains "no flash_attention2 configuration holding SM90=1 takes the built-in problems"
   expect 2 "$kjit" check flash_attention2 --batch 1 --heads 2 --seq 10 --head-dim 80 --cache-dir "$dir/c"
   contains "head_dim 80 has no kernel: use 64, 96 or 128"
   expect 2 "$kjit" check flash_attention2 --batch 1 --cin 8 --cout 8 --hw 5 5 --cache-dir "$dir/c"

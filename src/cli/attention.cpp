@@ -336,6 +336,7 @@ const CheckProblem check_problems[] = {
 };
 
 struct CheckRun {
+    CheckRun(std::size_t problem_, const AttentionTiles& tiles_) : problem(problem_), tiles(tiles_) {}
     std::size_t problem;
     AttentionTiles tiles;
     std::optional<AttentionCheck> check;
@@ -346,7 +347,10 @@ struct CheckRun {
 }  // namespace
 
 int check_attention(const Common& common, int batch, const AttentionOptions& o, const std::vector<std::string>& config,
-                    bool sm90_only, bool failed_only, int iters) {
+                    std::string_view family, bool failed_only, int iters) {
+    const auto in_family = [&](const AttentionTiles& t) {
+        return family == attention_sm90_family ? t.sm90 : family == attention_family ? !t.sm90 : true;
+    };
     std::vector<CheckProblem> problems;
     if (o.given()) problems.push_back({shape_of(batch, o), layout_of(o), "the problem given"});
     else problems.assign(std::begin(check_problems), std::end(check_problems));
@@ -359,10 +363,10 @@ int check_attention(const Common& common, int batch, const AttentionOptions& o, 
         const AttentionShape& s = problems[p].shape;
         const int keys = s.causal ? std::min(s.kv_seq, s.seq) : s.kv_seq;
         const auto add = [&](const AttentionTiles& t) {
-            if (config_holds(attention_config(t), config)) runs.push_back({p, t});
+            if (config_holds(attention_config(t), config)) runs.emplace_back(p, t);
         };
         for (AttentionTiles t : AttentionTiles::configurations()) {
-            if (!t.unsupported_reason(s.head_dim).empty() || (sm90_only && !t.sm90)) continue;
+            if (!t.unsupported_reason(s.head_dim).empty() || !in_family(t)) continue;
             add(t);
             t.kv_splits = std::min(4, (keys + t.block_n - 1) / t.block_n);
             if (t.kv_splits > 1) add(t);

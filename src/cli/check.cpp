@@ -43,13 +43,13 @@ struct CheckOptions {
 
 bool is_attention(const std::string& op) { return op == attention_op || op.starts_with("flash_attention2_forward"); }
 
-/// The kernel families an op runs: conv2d_bn_silu's every kernel (each mainloop and layout), or
-/// the family of that name.
+/// The kernel families an op runs: conv2d_bn_silu's every kernel (each mainloop and layout),
+/// flash_attention2's (both mainloops and split-KV's combine), or the family of that name.
 std::vector<std::string> families_of(const std::string& op) {
     std::vector<std::string> families;
     for (const auto& f : shipped_kernels())
         if (f.name == op || (op == "conv2d_bn_silu" && f.name.starts_with("conv2d_bn_silu_")) ||
-            (op == attention_op && f.name.starts_with("flash_attention2_forward")))
+            (op == attention_op && f.name.starts_with("flash_attention2_")))  // both mainloops, the combine
             families.emplace_back(f.name);
     if (families.empty()) {
         std::vector<std::string_view> names{"conv2d_bn_silu", attention_op};
@@ -368,8 +368,7 @@ int check_attention_on_gpu(const CheckOptions& o) {
                         "--layout (or none, for its built-in problems), not a conv layer's options, --shapes or "
                         "--changed",
                         o.op));
-    return check_attention(o.common, o.layer.batch, o.attention, o.config, o.op == "flash_attention2_forward_sm90",
-                           o.failed_only, o.iters);
+    return check_attention(o.common, o.layer.batch, o.attention, o.config, o.op, o.failed_only, o.iters);
 }
 
 int check_on_gpu(const CheckOptions& o, const std::vector<std::string>& families) {

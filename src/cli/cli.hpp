@@ -174,10 +174,12 @@ int run_attention(const Common& common, int batch, const AttentionOptions& o, co
 /// Every tile configuration timed and checked; the fastest correct one stored as the tuned winner.
 int tune_attention(const Common& common, int batch, const AttentionOptions& o, int iters);
 /// kjit check flash_attention2: every tile configuration the device runs that holds every word of
-/// `config` (the Hopper ones only with `sm90_only`), on the problem the options give or on the
-/// built-in edge cases, into NaN-poisoned outputs against the float64 reference, timed; 1 on any failure.
+/// `config` — of both mainloops, or of `family`'s alone where it names one
+/// (flash_attention2_forward, flash_attention2_forward_sm90) — on the problem the options give or
+/// on the built-in edge cases, into NaN-poisoned outputs against the float64 reference, timed; 1
+/// on any failure.
 int check_attention(const Common& common, int batch, const AttentionOptions& o, const std::vector<std::string>& config,
-                    bool sm90_only, bool failed_only, int iters);
+                    std::string_view family, bool failed_only, int iters);
 /// Whether a configuration's text holds every one of `words` ("TMA=1", "BLOCK_M=64" …: --config).
 [[nodiscard]] bool config_holds(const std::string& config, const std::vector<std::string>& words);
 
