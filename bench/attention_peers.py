@@ -5,8 +5,8 @@
 # over ITERS replays) and back to back (20 calls a graph). Also the ceiling measured in the same
 # run: a dense matmul of the dtype. Prints one JSON line per problem and one for the ceilings.
 #   python3 bench/attention_peers.py KJIT_JSONL ITERS
+import contextlib
 import json
-import math
 import re
 import sys
 
@@ -16,7 +16,6 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from attention_triton import attention as triton_attention
 from graph_timing import BACK_TO_BACK, median_us
-
 
 
 def problem(key):
@@ -43,15 +42,10 @@ def peers(p, iters, flops):
         def call():
             return F.scaled_dot_product_attention(q, k, v, is_causal=p['causal'], enable_gqa=gqa)
         try:
-            if backend is None:
+            with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():  # default: torch's pick
                 o = call()
                 us = median_us(call, iters)
                 b2b = median_us(call, b2b_iters, BACK_TO_BACK)
-            else:
-                with sdpa_kernel(backend):
-                    o = call()
-                    us = median_us(call, iters)
-                    b2b = median_us(call, b2b_iters, BACK_TO_BACK)
             reference = o if reference is None else reference
             out[name] = dict(us=us, b2b_us=b2b, tflops=flops / us / 1e6)
         except RuntimeError as e:  # the backend does not take this problem on this card
