@@ -3,25 +3,20 @@
 # offers (flash, efficient, cuDNN) and with torch's own choice, and the autotuned Triton kernel
 # (bench/attention_triton.py). Each timed as kjit is: one call per CUDA-graph replay (median
 # over ITERS replays) and back to back (20 calls a graph). Also the ceiling measured in the same
-# run: a dense matmul of the dtype. Prints one JSON line per problem and one for the ceilings.
+# run: a dense matmul of the dtype, and a device-to-device copy. Prints one JSON line per problem
+# and one for the ceilings.
 #   python3 bench/attention_peers.py KJIT_JSONL ITERS
 import contextlib
 import json
-import re
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from attention_problem import problem
 from attention_triton import attention as triton_attention
 from graph_timing import BACK_TO_BACK, median_us
-
-
-def problem(key):
-    m = re.fullmatch(r'b(\d+)_h(\d+)_hk(\d+)_s(\d+)_sk(\d+)_d(\d+)_(bf16|f16)(_causal)?', key)
-    b, h, hk, s, sk, d = map(int, m.groups()[:6])
-    return dict(batch=b, heads=h, kv_heads=hk, seq=s, kv_seq=sk, head_dim=d, dtype=m.group(7), causal=bool(m.group(8)))
 
 
 BACKENDS = {'flash': SDPBackend.FLASH_ATTENTION, 'efficient': SDPBackend.EFFICIENT_ATTENTION,
@@ -50,14 +45,17 @@ def peers(p, iters, flops):
             out[name] = dict(us=us, b2b_us=b2b, tflops=flops / us / 1e6)
         except RuntimeError as e:  # the backend does not take this problem on this card
             out[name] = dict(error=str(e).splitlines()[0][:160])
-    triton_attention(q, k, v, p['causal'])  # autotunes
-    o, _ = triton_attention(q, k, v, p['causal'])
-    call = lambda: triton_attention(q, k, v, p['causal'])
-    us = median_us(call, iters)
-    out['triton'] = dict(us=us, b2b_us=median_us(call, b2b_iters, BACK_TO_BACK), tflops=flops / us / 1e6)
-    if reference is not None:  # the Triton kernel agrees with SDPA
-        out['triton']['relative_error_vs_sdpa'] = float(
-            (o.float() - reference.float()).norm() / reference.float().norm())
+    try:
+        triton_attention(q, k, v, p['causal'])  # autotunes
+        o, _ = triton_attention(q, k, v, p['causal'])
+        call = lambda: triton_attention(q, k, v, p['causal'])
+        us = median_us(call, iters)
+        out['triton'] = dict(us=us, b2b_us=median_us(call, b2b_iters, BACK_TO_BACK), tflops=flops / us / 1e6)
+        if reference is not None:  # the Triton kernel agrees with SDPA
+            out['triton']['relative_error_vs_sdpa'] = float(
+                (o.float() - reference.float()).norm() / reference.float().norm())
+    except Exception as e:  # e.g. a shape its tiles do not take
+        out['triton'] = dict(error=str(e).splitlines()[0][:160] if str(e) else type(e).__name__)
     return out
 
 
@@ -70,6 +68,10 @@ def ceilings(iters):
         c = torch.empty(8192, 8192, device='cuda', dtype=dtype)
         us = median_us(lambda: torch.matmul(a, b, out=c), iters)
         result[f'matmul_{name}_tflops'] = 2 * 8192 ** 3 / us / 1e6
+    # Memory: a 1 GiB device-to-device copy reads and writes 2 GiB (what decoding is bound by).
+    src = torch.empty(1 << 30, device='cuda', dtype=torch.uint8)
+    dst = torch.empty_like(src)
+    result['copy_gbs'] = 2 * src.numel() / median_us(lambda: dst.copy_(src), iters) / 1e3
     return result
 
 
