@@ -605,6 +605,20 @@ model)  # a graph planned and its weights checked without a GPU; model run finds
   contains '"residual": "b2.c2f.cv1b"'
   contains '"chained": ['
   contains '"made_by": "b9.sppf.pool0"'
+  # Typed values: casts around attention, 16-bit values shown with their type, dispatch per arch.
+  attention=$(dirname "$0")/../examples/attention/gqa_causal.json
+  expect 0 "$kjit" model plan "$attention" --batch 2 --arch sm_90
+  contains "5 nodes, 1 parameter slots, 5 launches and copies"
+  contains "attn                     attention          [2,512,32,128] bf16  <- q16,k16,v16"
+  contains "    params  lse[2,32,512]"
+  contains "    launch  flash_attention2_forward_sm90__bf16__"
+  contains "    launch  cast__bf16__f32__"
+  expect 0 "$kjit" model plan "$attention" --batch 2 --arch sm_80 --json
+  contains '"dtype": "bf16"'
+  contains '"kernel": "flash_attention2_forward__bf16__'
+  sed '/"q16"/s/"to": "bf16"/"to": "f16"/' "$attention" >"$dir/mixed.json"
+  expect 2 "$kjit" model plan "$dir/mixed.json" --arch sm_90
+  contains "input 'k16' is bf16, the op reads f16: put a cast node before it"
   "$helper" weights "$dir/graph.json" 4 "$dir/w.safetensors" || fail "could not write weights"
   expect 0 "$kjit" model plan "$dir/graph.json" --batch 4 --arch sm_80 --weights "$dir/w.safetensors"
   contains "planned for sm_80 (A100: 108 SMs"

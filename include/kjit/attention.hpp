@@ -32,6 +32,9 @@ struct AttentionShape {
     /// Floating-point operations of the two matmuls: 4·B·H·S·SK·D, over the pairs a causal
     /// mask keeps.
     [[nodiscard]] double flops() const;
+    /// Key tiles of `block_n` keys the longest query row sees (causal: row i sees keys 0 … i):
+    /// what split-KV shares out.
+    [[nodiscard]] int key_tiles(int block_n) const;
     /// Canonical text (the key of a tuned winner): "b2_h16_hk4_s1024_sk1024_d128_bf16_causal".
     [[nodiscard]] std::string key() const;
     friend bool operator==(const AttentionShape&, const AttentionShape&) = default;
@@ -46,6 +49,11 @@ struct AttentionStrides {
     /// Those of a dense tensor of `heads` × `seq` rows of `head_dim` in `layout`.
     [[nodiscard]] static AttentionStrides of(AttentionLayout layout, int heads, int seq, int head_dim);
 };
+
+/// The problem q, k and v of these shapes (in `layout`'s order) make; UsageError where they do
+/// not fit together or no kernel takes them (AttentionShape::validate).
+[[nodiscard]] AttentionShape attention_shape(std::span<const ShapeView> qkv, AttentionLayout layout, Scalar dtype,
+                                             bool causal);
 
 /// Tile constants of the attention kernels (kernels_src/kjit/attention/): BLOCK_M query rows per
 /// block, BLOCK_N keys per step of the pass, and the mainloop: mma.sync (sm_80 and later, 16 rows
@@ -99,8 +107,12 @@ public:
     ~AttentionForwardOp() override;
 
     [[nodiscard]] const Kernel& kernel() const noexcept { return kernel_; }
+    [[nodiscard]] Scalar dtype() const noexcept { return dtype_; }
+    [[nodiscard]] int head_dim() const noexcept { return head_dim_; }
+    [[nodiscard]] bool causal() const noexcept { return causal_; }
     [[nodiscard]] const AttentionTiles& tiles() const noexcept { return tiles_; }
     [[nodiscard]] AttentionLayout layout() const noexcept { return layout_; }
+    [[nodiscard]] float scale() const noexcept { return scale_; }
     /// The problem a call's input shapes make (UsageError where they do not fit this op).
     [[nodiscard]] AttentionShape shape_of(std::span<const ShapeView> input_shapes) const;
 
@@ -116,6 +128,8 @@ public:
     [[nodiscard]] std::vector<Shape> param_shapes(std::span<const ShapeView> input_shapes,
                                                   ShapeView output_shape) const override;
     [[nodiscard]] std::span<const std::string_view> param_names() const override;
+    /// lse and partials are the op's to write: no weights file holds them.
+    [[nodiscard]] bool param_is_weight(std::size_t) const override { return false; }
     [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
                                                       ShapeView resolved) const override;
 

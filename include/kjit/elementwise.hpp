@@ -1,7 +1,8 @@
 // kjit/elementwise.hpp — the small ops a network needs around its convolutions, each a kernel in
 // kernels_src with its RuntimeOp: residual add, channel concat (one launch per input), max
-// pooling and nearest upsampling. NCHW, f32, tight rows; images at any stride (each op
-// takes_image_strides, so a planner may place its tensors in channel slices of a concat's output).
+// pooling, nearest upsampling (NCHW, f32) and casts between f32, f16 and bf16. Tight rows;
+// images at any stride (each op takes_image_strides, so a planner may place its tensors in
+// channel slices of a concat's output).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -67,6 +68,23 @@ public:
     void pack_args_for_launch(std::size_t launch, const OpCall& call, ArgVisitor& visitor) const override;
     [[nodiscard]] Dims grid_for_launch(std::size_t launch, std::span<const ShapeView> input_shapes,
                                        ShapeView output_shape) const override;
+};
+
+/// y = x in another element type — f32, f16 or bf16, rounded to nearest even
+/// (kernels_src/cast.cu) — where a graph joins ops of different types: attention reads 16-bit
+/// tensors, the convolutions f32.
+class CastOp final : public ElementwiseOp {
+public:
+    /// Throws UsageError unless both types are f32, f16 or bf16 and differ.
+    CastOp(Scalar from, Scalar to);
+    [[nodiscard]] Scalar from() const noexcept { return from_; }
+    [[nodiscard]] Scalar to() const noexcept { return to_; }
+    [[nodiscard]] Shape compute_concrete_output_shape(std::span<const ShapeView> input_shapes,
+                                                      ShapeView resolved) const override;
+    void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
+
+private:
+    Scalar from_, to_;
 };
 
 /// Max pooling over kernel×kernel windows with a stride and −∞ padding (kernels_src/maxpool2d.cu).

@@ -1,5 +1,6 @@
 // kjit/kernel.hpp — a kernel object: name, compile-time constants, parameter signature, sources.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -31,6 +32,8 @@ enum class Scalar : std::uint8_t { boolean, u8, i32, i64, u32, u64, f16, bf16, f
 [[nodiscard]] std::string_view short_name(Scalar s) noexcept;
 /// The CUDA C++ spelling NVRTC sees: "float", "long long", "kjit::f16", …
 [[nodiscard]] std::string_view cuda_type(Scalar s) noexcept;
+/// Bytes one value takes in device memory (128 for a tensor map).
+[[nodiscard]] std::size_t byte_size(Scalar s) noexcept;
 
 /// A parameter type: a pointer to f32/f16/bf16/i32/i64/u8, or a scalar i32/i64/u32/u64/f32/f64/bool,
 /// or a TensorMap.

@@ -35,20 +35,37 @@ public:
     [[nodiscard]] virtual std::vector<int> integers(std::string_view key, std::size_t count,
                                                     std::optional<int> fallback = std::nullopt) const = 0;
     [[nodiscard]] virtual double number(std::string_view key, std::optional<double> fallback = std::nullopt) const = 0;
+    /// A true/false attribute: "causal": true.
+    [[nodiscard]] virtual bool flag(std::string_view key, std::optional<bool> fallback = std::nullopt) const = 0;
+    /// A string attribute, one of `allowed` (an error lists them): "to": "bf16".
+    [[nodiscard]] virtual std::string choice(std::string_view key, std::span<const std::string_view> allowed,
+                                             std::optional<std::string_view> fallback = std::nullopt) const = 0;
 };
 
-/// What an op factory returns: the op and its output shape for the node's concrete inputs.
+/// A node's inputs as its op factory sees them: each one's shape and element type (Scalar::f32,
+/// f16 or bf16; a graph input's "dtype", a node's output type).
+struct NodeInputs {
+    std::span<const ShapeView> shapes;
+    std::span<const Scalar> types;
+    [[nodiscard]] std::size_t size() const noexcept { return shapes.size(); }
+};
+
+/// What an op factory returns: the op, its output shape for the node's concrete inputs, and the
+/// element types it reads and writes. The planner refuses a node whose inputs are not of
+/// `input_types` (naming the cast to add), so an op that reads f32 only says nothing.
 struct MadeOp {
     std::unique_ptr<RuntimeOp> op;
     Shape output_shape;
+    Scalar output_type = Scalar::f32;
+    std::vector<Scalar> input_types{};  ///< one per input; empty: f32 each
 };
-using OpFactory =
-    std::function<MadeOp(const NodeAttrs& attrs, std::span<const ShapeView> input_shapes, const DeviceTraits& device)>;
+using OpFactory = std::function<MadeOp(const NodeAttrs& attrs, const NodeInputs& inputs, const DeviceTraits& device)>;
 
 /// Makes `name` available as a graph op. Built in (src/model/builtin_ops.cpp): conv2d_bn_silu
 /// (attrs c_out, kernel, stride, pad, groups, bn_eps; through dispatch_conv2d_bn_silu), add,
-/// concat, maxpool2d (kernel, stride, pad), upsample_nearest2d (scale, default 2). Registering a
-/// name again replaces it.
+/// concat, maxpool2d (kernel, stride, pad), upsample_nearest2d (scale, default 2) — all f32 —,
+/// cast (to: f32, f16 or bf16) and attention (q, k, v in f16 or bf16; causal, scale, layout;
+/// through dispatch_attention). Registering a name again replaces it.
 void register_op(std::string name, OpFactory factory);
 
 // ---- a planned graph (no GPU needed) -----------------------------------------------------------------------
@@ -76,6 +93,7 @@ public:
     struct Value {
         std::string name;
         Shape shape;
+        Scalar type = Scalar::f32;  ///< f32, f16 or bf16
     };
     struct Param {
         std::string key;  ///< "{node}.{slot}"
@@ -128,8 +146,9 @@ public:
     };
     /// The conv layers of the plan's conv2d_bn_silu nodes (Conv2dOp), one per node, in node order.
     [[nodiscard]] std::vector<std::pair<std::size_t, ConvLayer>> conv_layers() const;
-    /// Replaces node `node`'s op (a conv's: another configuration of the same layer, as a tuned
-    /// winner names it); its shapes and parameter slots stay, so the new op must take the same.
+    /// Replaces node `node`'s op (a conv's or an attention's: another configuration of the same
+    /// layer, as a tuned winner names it). Its shapes and weights stay, so the new op must take
+    /// the same; the slots an op writes itself (RuntimeOp::param_is_weight) take the new op's shapes.
     void replace_op(std::size_t node, std::unique_ptr<RuntimeOp> op);
 
     [[nodiscard]] int batch() const noexcept { return batch_; }
@@ -178,8 +197,9 @@ struct WeightsReport {
     std::vector<std::string> extra;  ///< keys in the file no slot took (load_weights warns)
 };
 
-/// Whether the tensors of a safetensors file fit `plan`, without a device: every parameter slot
-/// present (or folded, as LoadedModel::load_weights folds it) as F32 of its shape. Throws
+/// Whether the tensors of a safetensors file fit `plan`, without a device: every weight slot
+/// (RuntimeOp::param_is_weight) present (or folded, as LoadedModel::load_weights folds it) as
+/// F32 of its shape. Throws
 /// UsageError listing every missing key, mismatch and fold that fails (a BatchNorm variance
 /// below -eps); keys no slot takes are returned in `extra` (load_weights warns about them).
 WeightsReport check_weights(const ModelPlan& plan, const std::map<std::string, SafeTensor>& tensors);
@@ -212,7 +232,7 @@ public:
     LoadedModel(LoadedModel&&) noexcept;
     LoadedModel& operator=(LoadedModel&&) noexcept;
 
-    /// Fills parameters by dotted key. Where a node's op folds some slots from other tensors
+    /// Fills the weight slots by dotted key (an attention's lse, which it writes, is none). Where a node's op folds some slots from other tensors
     /// (RuntimeOp::param_fold: a conv's bn_scale and bn_shift from "{node}.bn.weight", ".bn.bias",
     /// ".bn.running_mean", ".bn.running_var") and the file holds those instead, they are folded.
     /// Missing keys and dtype or shape mismatches throw UsageError listing all of them; extra
@@ -221,12 +241,13 @@ public:
     WeightsReport load_weights(const std::map<std::string, SafeTensor>& tensors);
 
     /// Runs every node on `stream`. `inputs`: device pointers to the graph inputs, in order,
-    /// tight NCHW f32 of plan().values()[plan().inputs()[i]].shape. An op whose output rows are
-    /// padded (forward_output_row_stride > row elems) writes a padded buffer that is copied back
-    /// to tight rows (one 2-D async copy) before anyone reads it; a concat copies only the
-    /// inputs the plan could not place in its output (ModelPlan::Node::copies), one 2-D async
-    /// copy each. Returns the outputs (device memory owned by the model, tight, valid until the
-    /// next forward or replay). Does not synchronise.
+    /// tight tensors of plan().values()[plan().inputs()[i]]'s shape and type (f32 unless the
+    /// graph gives a "dtype"), 16-byte aligned where an attention node reads them. An op whose
+    /// output rows are padded (forward_output_row_stride > row elems) writes a padded buffer
+    /// that is copied back to tight rows (one 2-D async copy) before anyone reads it; a concat
+    /// copies only the inputs the plan could not place in its output (ModelPlan::Node::copies),
+    /// one 2-D async copy each. Returns the outputs (device memory owned by the model, tight,
+    /// valid until the next forward or replay). Does not synchronise.
     std::vector<Tensor> forward(std::span<void* const> inputs, const Stream& stream);
 
     /// Records forward(inputs) into one CUDA graph; replay() reruns it (new data goes into the
@@ -234,7 +255,7 @@ public:
     void capture(std::span<void* const> inputs, const Stream& stream);
     void replay(const Stream& stream) const;
     [[nodiscard]] std::vector<Tensor> outputs() const;
-    /// Output `i` copied to the host (waits for `stream`).
+    /// Output `i` copied to the host as floats, f16 and bf16 values widened (waits for `stream`).
     [[nodiscard]] std::vector<float> read_output(std::size_t i, const Stream& stream) const;
     /// The same into `host`, which holds exactly the output's values: a caller reading every
     /// forward's outputs reuses its buffer (a new one's pages are faulted in as the copy writes

@@ -104,6 +104,10 @@ public:
                                                           ShapeView output_shape) const;
     /// Names of those slots, in the same order ("{node}.{slot}" keys).
     [[nodiscard]] virtual std::span<const std::string_view> param_names() const;
+    /// Whether slot `index` holds weights, which a weights file gives (LoadedModel::load_weights
+    /// fills it). False for a slot the op writes itself — a second output, a workspace — which
+    /// no file holds and the op may size by its tiles. Default: true.
+    [[nodiscard]] virtual bool param_is_weight(std::size_t index) const;
     /// Little-endian bytes for parameter slot `index` right after allocation; none: zero-filled.
     [[nodiscard]] virtual std::optional<std::vector<std::byte>> param_init_data(std::size_t index) const;
     /// Slots that may be folded from other tensors at load (`param_shapes` as param_shapes()

@@ -361,14 +361,13 @@ int check_attention(const Common& common, int batch, const AttentionOptions& o, 
     std::vector<CheckRun> runs;
     for (std::size_t p = 0; p < problems.size(); ++p) {
         const AttentionShape& s = problems[p].shape;
-        const int keys = s.causal ? std::min(s.kv_seq, s.seq) : s.kv_seq;
         const auto add = [&](const AttentionTiles& t) {
             if (config_holds(attention_config(t), config)) runs.emplace_back(p, t);
         };
         for (AttentionTiles t : AttentionTiles::configurations()) {
             if (!t.unsupported_reason(s.head_dim).empty() || !in_family(t)) continue;
             add(t);
-            t.kv_splits = std::min(4, (keys + t.block_n - 1) / t.block_n);
+            t.kv_splits = std::min(4, s.key_tiles(t.block_n));
             if (t.kv_splits > 1) add(t);
         }
     }

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 
+#include <kjit/attention.hpp>
 #include <kjit/model.hpp>
 
 #include "cli.hpp"
@@ -49,6 +50,10 @@ CheckedModel check_model(const ModelOptions& o, const DeviceTraits& device) {
 }
 
 std::string shape_text(ShapeView shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
+/// A value's shape, and its element type where it is not f32: "[1,8,256,64] bf16".
+std::string value_text(const ModelPlan::Value& v) {
+    return v.type == Scalar::f32 ? shape_text(v.shape) : fmt::format("{} {}", shape_text(v.shape), short_name(v.type));
+}
 
 int plan_model(const ModelOptions& o) {
     const auto [device, device_text] = planning_device(o.arch, o.multiprocessors, o.max_shared_bytes);
@@ -69,7 +74,12 @@ int plan_model(const ModelOptions& o) {
             in_names.push_back(plan.values()[v].name);
         }
         const Shape& out = plan.values()[node.output].shape;
-        Row row{node.name, node.op_name, fmt::format("{}", fmt::join(in_names, ",")), shape_text(out), {}, {}};
+        Row row{node.name,
+                node.op_name,
+                fmt::format("{}", fmt::join(in_names, ",")),
+                value_text(plan.values()[node.output]),
+                {},
+                {}};
         nlohmann::json params = nlohmann::json::array(), kernels = nlohmann::json::array();
         std::vector<std::string> param_texts;
         for (const auto& p : node.params) {
@@ -78,8 +88,12 @@ int plan_model(const ModelOptions& o) {
         }
         row.params = fmt::format("{}", fmt::join(param_texts, " "));
         slots += node.params.size();
-        nlohmann::json j{
-            {"name", node.name}, {"op", node.op_name}, {"inputs", in_names}, {"shape", out}, {"params", params}};
+        nlohmann::json j{{"name", node.name},
+                         {"op", node.op_name},
+                         {"inputs", in_names},
+                         {"shape", out},
+                         {"dtype", short_name(plan.values()[node.output].type)},
+                         {"params", params}};
         if (const auto& at = plan.storage()[node.output]; at.value != node.output) {
             const auto& whole = plan.values()[at.value];
             j["written_into"] = {{"value", whole.name}, {"channel", at.channel}};
@@ -142,9 +156,13 @@ int plan_model(const ModelOptions& o) {
     if (o.common.json) {
         nlohmann::json inputs = nlohmann::json::array(), outputs = nlohmann::json::array();
         for (std::size_t v : plan.inputs())
-            inputs.push_back({{"name", plan.values()[v].name}, {"shape", plan.values()[v].shape}});
+            inputs.push_back({{"name", plan.values()[v].name},
+                              {"shape", plan.values()[v].shape},
+                              {"dtype", short_name(plan.values()[v].type)}});
         for (std::size_t v : plan.outputs())
-            outputs.push_back({{"name", plan.values()[v].name}, {"shape", plan.values()[v].shape}});
+            outputs.push_back({{"name", plan.values()[v].name},
+                               {"shape", plan.values()[v].shape},
+                               {"dtype", short_name(plan.values()[v].type)}});
         nlohmann::json j{{"graph", o.graph},   {"batch", o.batch}, {"device", device_text},      {"inputs", inputs},
                          {"outputs", outputs}, {"nodes", nodes},   {"launches", plan.launches()}};
         if (m.weights)
@@ -158,14 +176,14 @@ int plan_model(const ModelOptions& o) {
     fmt::print("{}, batch {}, planned for {}: {} nodes, {} parameter slots, {} launches and copies\n", o.graph, o.batch,
                device_text, plan.nodes().size(), slots, plan.launches());
     for (std::size_t v : plan.inputs())
-        fmt::print("input {} {}\n", plan.values()[v].name, shape_text(plan.values()[v].shape));
+        fmt::print("input {} {}\n", plan.values()[v].name, value_text(plan.values()[v]));
     for (const Row& r : rows) {
         fmt::print("{:<24} {:<18} {:<20} <- {}\n", r.node, r.op, r.output, r.inputs);
         if (!r.params.empty()) fmt::print("    params  {}\n", r.params);
         for (const auto& l : r.launches) fmt::print("    {}\n", l);
     }
     for (std::size_t v : plan.outputs())
-        fmt::print("output {} {}\n", plan.values()[v].name, shape_text(plan.values()[v].shape));
+        fmt::print("output {} {}\n", plan.values()[v].name, value_text(plan.values()[v]));
     if (m.weights)
         fmt::print("weights {}: every slot fits ({} filled, {} BatchNorms folded{})\n", o.weights, m.weights->loaded,
                    m.weights->folded,
@@ -233,21 +251,29 @@ int run_model(const ModelOptions& o) {
     std::mt19937 rng(0);
     std::uniform_real_distribution<float> unit(-1, 1);
     for (std::size_t v : plan.inputs()) {
-        const auto& [name, shape] = plan.values()[v];
-        std::vector<float> values(element_count(shape));
+        const auto& [name, shape, type] = plan.values()[v];
+        std::vector<std::byte> bytes(element_count(shape) * byte_size(type));
         if (auto it = given.find(name); it != given.end()) {
-            if (it->second.dtype != "F32" || it->second.shape != shape)
-                throw UsageError(fmt::format("--input: '{}' is {} [{}], the graph needs F32 [{}]", name,
-                                             it->second.dtype, fmt::join(it->second.shape, ", "),
+            const char* dtype = type == Scalar::f32 ? "F32" : type == Scalar::f16 ? "F16" : "BF16";  // safetensors
+            if (it->second.dtype != dtype || it->second.shape != shape)
+                throw UsageError(fmt::format("--input: '{}' is {} [{}], the graph needs {} [{}]", name,
+                                             it->second.dtype, fmt::join(it->second.shape, ", "), dtype,
                                              fmt::join(shape, ", ")));
-            std::memcpy(values.data(), it->second.data.data(), it->second.data.size());
+            std::memcpy(bytes.data(), it->second.data.data(), it->second.data.size());
         } else if (!o.input.empty()) {
             throw UsageError(fmt::format("--input {} has no tensor '{}'", o.input, name));
         } else {
-            for (auto& x : values) x = unit(rng);
+            for (std::size_t k = 0; k < element_count(shape); ++k) {
+                const float x = unit(rng);
+                if (type == Scalar::f32) std::memcpy(bytes.data() + 4 * k, &x, 4);
+                else {
+                    const std::uint16_t h = to_16bit(x, type);
+                    std::memcpy(bytes.data() + 2 * k, &h, 2);
+                }
+            }
         }
-        buffers.emplace_back(device, values.size() * sizeof(float));
-        buffers.back().upload(std::span<const float>(values));
+        buffers.emplace_back(device, bytes.size());
+        buffers.back().upload(std::span<const std::byte>(bytes));
         inputs.push_back(buffers.back().as<void>());
     }
 
@@ -495,7 +521,8 @@ void add_model(CLI::App& app, int& exit_code) {
     run->add_option("--iters", o.iters, "Timed runs (median; default 100)")->check(positive_int);
     run->add_option("--input", o.input, "safetensors file of the graph inputs by name (default: random)")
         ->check(CLI::ExistingFile);
-    run->add_option("--save-outputs", o.save_outputs, "Write the outputs as a safetensors file");
+    run->add_option("--save-outputs", o.save_outputs,
+                    "Write the outputs as a safetensors file (F32; f16 and bf16 outputs widened)");
     add_planning_options(*run, o.planning);
     run->callback([&exit_code] { exit_code = run_model(o); });
 

@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include <kjit/attention.hpp>
 #include <kjit/model.hpp>
 
 #include "cli.hpp"
@@ -49,9 +50,10 @@ void keep_shard(CompileJobs& work, std::string_view shard) {
 }
 
 /// The kernels a graph runs at each batch size on each arch's usual part (planning_device): each
-/// node's launches (none for a concat, a fused add or a chained node), and for its conv layers every configuration a stored tuned winner names for
-/// that arch whose kernel source is still the one it was timed with (whichever device and driver
-/// it was timed on: a build box warms for the fleet).
+/// node's launches (none for a concat, a fused add or a chained node), and for its conv and
+/// attention layers every configuration a stored tuned winner names for that arch whose kernel
+/// source is still the one it was timed with (whichever device and driver it was timed on: a
+/// build box warms for the fleet).
 CompileJobs graph_compile_jobs(const WarmOptions& o, std::span<const Arch> archs, Cache& cache) {
     const std::string graph = read_option_file(o.graph, "--graph");
     const std::vector<TunedConfig> winners = tuned_configs(cache);
@@ -84,6 +86,24 @@ CompileJobs graph_compile_jobs(const WarmOptions& o, std::span<const Arch> archs
                         if (op->kernel().source_hash() == w.source_hash) want_op(*op, arch);
                     } catch (const UsageError&) {
                         // a winner this layer no longer takes: dispatch passes it by too
+                    }
+                }
+            }
+            for (const auto& node : plan.nodes()) {  // attention's winners the same way
+                const auto* attention = dynamic_cast<const AttentionForwardOp*>(node.op.get());
+                if (!attention) continue;
+                std::vector<ShapeView> inputs;
+                for (std::size_t v : node.inputs) inputs.push_back(plan.values()[v].shape);
+                const std::string key = attention->shape_of(inputs).key();
+                for (const TunedConfig& w : winners) {
+                    if (w.kernel != attention_family || w.shape != key || w.arch != device.arch.name()) continue;
+                    try {
+                        const AttentionForwardOp op(attention->dtype(), attention->head_dim(), attention->causal(),
+                                                    parse_attention_config(w.config), attention->layout(),
+                                                    attention->scale());
+                        if (op.kernel().source_hash() == w.source_hash) want_op(op, arch);
+                    } catch (const UsageError&) {
+                        // a winner no kernel takes any more: pick_attention passes it by too
                     }
                 }
             }

@@ -52,6 +52,23 @@ std::string_view cuda_type(Scalar s) noexcept {
     return "?";
 }
 
+std::size_t byte_size(Scalar s) noexcept {
+    switch (s) {
+        case Scalar::boolean:
+        case Scalar::u8: return 1;
+        case Scalar::f16:
+        case Scalar::bf16: return 2;
+        case Scalar::i32:
+        case Scalar::u32:
+        case Scalar::f32: return 4;
+        case Scalar::i64:
+        case Scalar::u64:
+        case Scalar::f64: return 8;
+        case Scalar::tensor_map: return 128;
+    }
+    return 0;
+}
+
 std::string to_string(ParamType t) { return fmt::format("{}{}", short_name(t.scalar), t.pointer ? "*" : ""); }
 
 namespace {

@@ -12,4 +12,9 @@ namespace kjit::detail {
 /// to `known`, when there is none.
 [[nodiscard]] OpFactory find_op_factory(std::string_view name, std::vector<std::string>& known);
 
+/// The element types a graph's tensors may have, as graphs spell them ("f32", "f16", "bf16").
+inline constexpr std::string_view element_type_names[] = {"f32", "f16", "bf16"};
+/// The Scalar one of element_type_names names.
+[[nodiscard]] Scalar element_type_named(std::string_view name);
+
 }  // namespace kjit::detail

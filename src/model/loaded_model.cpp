@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include <kjit/attention.hpp>
 #include <kjit/conv_tuner.hpp>
 
 #include "jit/file_bytes.hpp"
@@ -80,6 +81,21 @@ LoadedModel LoadedModel::load(ModelPlan planned, const Device& device, Runtime& 
                 planned.replace_op(node, std::move(pick.op));
         }
     }
+    // Each attention node the same: its stored `kjit tune flash_attention2` winner, else the
+    // plan's pick (dispatch's). A winner with other key shares sizes its workspace slot anew.
+    std::optional<TuneTarget> target;
+    for (std::size_t n = 0; n < planned.nodes().size(); ++n) {
+        const auto* op = dynamic_cast<const AttentionForwardOp*>(planned.nodes()[n].op.get());
+        if (!op) continue;
+        if (!target) target = TuneTarget::of(device);
+        std::vector<ShapeView> inputs;
+        for (std::size_t v : planned.nodes()[n].inputs) inputs.push_back(planned.values()[v].shape);
+        const AttentionPick pick = pick_attention(op->shape_of(inputs), target->device, target->device_name,
+                                                  target->driver, runtime.cache());
+        if (pick.tuned && pick.tiles != op->tiles())
+            planned.replace_op(n, std::make_unique<AttentionForwardOp>(op->dtype(), op->head_dim(), op->causal(),
+                                                                       pick.tiles, op->layout(), op->scale()));
+    }
     lap(times.plan_ms);
     auto impl = std::make_unique<Impl>(
         Impl{device, &runtime, std::move(planned), {}, std::nullopt, std::nullopt, {}, {}, {}, {}, std::nullopt});
@@ -96,16 +112,16 @@ LoadedModel LoadedModel::load(ModelPlan planned, const Device& device, Runtime& 
         auto& slots = param_at.emplace_back();
         for (const auto& p : node.params)
             slots.push_back(parameters.place(std::max<std::size_t>(1, element_count(p.shape)) * sizeof(float)));
-        const Shape& shape = plan.values()[node.output].shape;
+        const auto& [name, shape, type] = plan.values()[node.output];
         if (plan.storage()[node.output].value == node.output)  // else it lives in a concat's output
-            tight_at[node.output] = activations.place(element_count(shape) * sizeof(float));
+            tight_at[node.output] = activations.place(element_count(shape) * byte_size(type));
         const RuntimeOp& op = node.launched_op();
         const std::size_t row = op.forward_output_row_elems(shape), stride = op.forward_output_row_stride(shape);
         if (row == 0 || element_count(shape) % row || stride < row)
             throw UsageError(fmt::format("node '{}': rows of {} elements every {} do not tile its output [{}]",
                                          node.name, row, stride, fmt::join(shape, ", ")));
         if (stride > row)
-            padded_at[node.output] = activations.place(element_count(shape) / row * stride * sizeof(float));
+            padded_at[node.output] = activations.place(element_count(shape) / row * stride * byte_size(type));
     }
     if (parameters.size()) impl->parameter_memory.emplace(device, parameters.size());
     if (activations.size()) impl->activation_memory.emplace(device, activations.size());
@@ -188,7 +204,12 @@ void LoadedModel::read_output(std::size_t i, const Stream& stream, std::span<flo
         throw UsageError(fmt::format("output {} [{}] has {} values; the host span holds {}", i,
                                      fmt::join(out.shape, ", "), count, host.size()));
     stream.synchronize();  // the copy below runs on the legacy stream, which does not wait for it
-    DeviceSpan(impl_->device, reinterpret_cast<std::uint64_t>(out.data), count * sizeof(float)).download(host);
+    const Scalar type = impl_->plan.values()[impl_->plan.outputs()[i]].type;
+    const DeviceSpan from(impl_->device, reinterpret_cast<std::uint64_t>(out.data), count * byte_size(type));
+    if (type == Scalar::f32) return from.download(host);
+    std::vector<std::uint16_t> bits(count);  // f16 or bf16, widened
+    from.download(std::span(bits));
+    std::ranges::transform(bits, host.begin(), [type](std::uint16_t b) { return from_16bit(b, type); });
 }
 
 std::vector<double> LoadedModel::node_times_ms(std::span<void* const> inputs, const Stream& stream, int iterations) {

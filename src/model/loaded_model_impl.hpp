@@ -37,7 +37,7 @@ struct LoadedModel::Impl {
         const Shape& whole = plan.values()[at.value].shape;  // a fused op's output: the add's, whole
         const std::size_t stride = element_count(whole) / whole[0];
         const std::size_t offset = at.channel ? at.channel * whole[2] * whole[3] : 0;  // channels: NCHW concats
-        return {static_cast<float*>(base) + offset, shape,
+        return {static_cast<std::byte*>(base) + offset * byte_size(plan.values()[v].type), shape,
                 stride == element_count(shape) / shape[0] || shape[0] == 1 ? 0 : stride};
     }
 
@@ -60,9 +60,10 @@ struct LoadedModel::Impl {
         op.forward(
             *runtime, stream,
             {inputs, node_params, target, out.shape, static_cast<int>(stride), out.image_stride, residual, chained});
+        const std::size_t bytes = byte_size(plan.values()[node.output].type);
         if (padded[node.output])  // back to tight rows for whoever reads it (the plan never places it)
-            copy_2d_async(stream, tight[node.output]->address(), row * sizeof(float), padded[node.output]->address(),
-                          stride * sizeof(float), row * sizeof(float), element_count(out.shape) / row);
+            copy_2d_async(stream, tight[node.output]->address(), row * bytes, padded[node.output]->address(),
+                          stride * bytes, row * bytes, element_count(out.shape) / row);
     }
 
     /// A concat's inputs the plan could not place in its output, copied there: one 2-D copy of

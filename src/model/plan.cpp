@@ -55,6 +55,26 @@ public:
         return out;
     }
 
+    bool flag(std::string_view key, std::optional<bool> fallback) const override {
+        if (!has(key)) return fallback ? *fallback : static_cast<bool>(missing(key));
+        const json& v = attrs_.at(key);
+        if (!v.is_boolean()) fail(fmt::format("attribute '{}' is {}: it must be true or false", key, v.dump()));
+        return v.get<bool>();
+    }
+
+    std::string choice(std::string_view key, std::span<const std::string_view> allowed,
+                       std::optional<std::string_view> fallback) const override {
+        if (!has(key)) {
+            if (!fallback) missing(key);
+            return std::string(*fallback);
+        }
+        const json& v = attrs_.at(key);
+        if (!v.is_string() || std::ranges::find(allowed, v.get<std::string>()) == allowed.end())
+            fail(fmt::format("attribute '{}' is {}: it must be one of \"{}\"", key, v.dump(),
+                             fmt::join(allowed, "\", \"")));
+        return v.get<std::string>();
+    }
+
     double number(std::string_view key, std::optional<double> fallback) const override {
         if (!has(key)) return fallback ? *fallback : missing(key);
         const json& v = attrs_.at(key);
@@ -85,6 +105,17 @@ void only_keys(const json& j, std::initializer_list<std::string_view> known, con
         if (std::ranges::find(known, key) == known.end())
             throw UsageError(
                 fmt::format("{}: unknown key \"{}\" (the keys are {})", where, key, fmt::join(known, ", ")));
+}
+
+/// A graph input's "dtype" (f32 where it gives none).
+Scalar element_type_of(const json& in, const std::string& what) {
+    if (!in.contains("dtype")) return Scalar::f32;
+    const json& v = in.at("dtype");
+    if (v.is_string())
+        for (std::string_view name : detail::element_type_names)
+            if (v.get<std::string>() == name) return detail::element_type_named(name);
+    throw UsageError(fmt::format("{}: \"dtype\" is {}: it must be one of \"{}\"", what, v.dump(),
+                                 fmt::join(detail::element_type_names, "\", \"")));
 }
 
 /// A shape from JSON: positive integers, "B" for the batch.
@@ -130,21 +161,21 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
     plan.batch_ = batch;
     plan.options_ = options;
     std::unordered_map<std::string, std::size_t> value_of;  // name → index into values_
-    auto add_value = [&](const std::string& name, Shape shape, const std::string& what) {
+    auto add_value = [&](const std::string& name, Shape shape, Scalar type, const std::string& what) {
         if (name.empty()) throw UsageError(fmt::format("{} has an empty name", what));
         if (!value_of.emplace(name, plan.values_.size()).second)
             throw UsageError(fmt::format("{}: the name '{}' is used twice", what, name));
-        plan.values_.push_back({name, std::move(shape)});
+        plan.values_.push_back({name, std::move(shape), type});
         return plan.values_.size() - 1;
     };
     const json& inputs = field(g, "inputs", "the graph");
     if (!inputs.is_array() || inputs.empty()) throw UsageError("the graph: \"inputs\" must be a non-empty list");
     for (const auto& in : inputs) {
         const std::string name = string_field(in, "name", "a graph input");
-        only_keys(in, {"name", "shape"}, "input '" + name + "'");
+        const std::string what = "input '" + name + "'";
+        only_keys(in, {"name", "shape", "dtype"}, what);
         plan.inputs_.push_back(
-            add_value(name, shape_of(field(in, "shape", "input '" + name + "'"), batch, "input '" + name + "'"),
-                      "input '" + name + "'"));
+            add_value(name, shape_of(field(in, "shape", what), batch, what), element_type_of(in, what), what));
     }
 
     // Topological order (Kahn), keeping the file's order among ready nodes.
@@ -210,21 +241,36 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
             throw UsageError(
                 fmt::format("node '{}': unknown op '{}' (known: {})", name, node.op_name, fmt::join(known, ", ")));
         std::vector<ShapeView> shapes;
+        std::vector<Scalar> types;
         for (const auto& in : node_inputs[i]) {
             node.inputs.push_back(value_of.at(in));
             shapes.push_back(plan.values_[node.inputs.back()].shape);
+            types.push_back(plan.values_[node.inputs.back()].type);
         }
         static const json no_attrs = json::object();
         const json& attrs = n.contains("attrs") ? n.at("attrs") : no_attrs;
         if (!attrs.is_object()) throw UsageError(fmt::format("node '{}': \"attrs\" must be an object", name));
         const JsonAttrs node_attrs(attrs, name);
         Shape output;
+        Scalar output_type = Scalar::f32;
         try {
-            MadeOp m = factory(node_attrs, shapes, device);
+            MadeOp m = factory(node_attrs, NodeInputs{shapes, types}, device);
             node_attrs.check_all_read(node.op_name);
             if (m.op->n_activation_inputs() != shapes.size())
                 throw UsageError(
                     fmt::format("the op takes {} inputs, {} given", m.op->n_activation_inputs(), shapes.size()));
+            if (m.input_types.empty()) m.input_types.assign(shapes.size(), Scalar::f32);
+            if (m.input_types.size() != shapes.size())
+                throw UsageError(
+                    fmt::format("the op names {} input types for {} inputs", m.input_types.size(), shapes.size()));
+            for (std::size_t in = 0; in < types.size(); ++in)
+                if (types[in] != m.input_types[in])
+                    throw UsageError(
+                        fmt::format("input '{}' is {}, the op reads {}: put a cast node before it "
+                                    "({{\"op\": \"cast\", \"attrs\": {{\"to\": \"{}\"}}}})",
+                                    node_inputs[i][in], short_name(types[in]), short_name(m.input_types[in]),
+                                    short_name(m.input_types[in])));
+            output_type = m.output_type;
             output = m.op->compute_concrete_output_shape(shapes, m.output_shape);
             if (output.empty() || element_count(output) == 0) throw UsageError("its output would be empty");
             auto shapes_of_params = m.op->param_shapes(shapes, output);
@@ -243,7 +289,7 @@ ModelPlan ModelPlan::from_json(std::string_view graph_json, int batch, const Dev
             throw UsageError(
                 fmt::format("node '{}' ({}, inputs {}): {}", name, node.op_name, fmt::join(shown, " "), what));
         }
-        node.output = add_value(name, std::move(output), "node '" + name + "'");
+        node.output = add_value(name, std::move(output), output_type, "node '" + name + "'");
         plan.nodes_.push_back(std::move(node));
     }
 
@@ -437,10 +483,31 @@ void ModelPlan::replace_op(std::size_t node, std::unique_ptr<RuntimeOp> op) {
     std::vector<ShapeView> inputs;
     for (std::size_t i : n.inputs) inputs.push_back(values_[i].shape);
     const Shape& output = values_[n.output].shape;
+    // Its weights must be the old op's; the slots it writes itself (param_is_weight) may differ.
+    const auto weights = [&](const RuntimeOp& o, std::span<const Shape> shapes,
+                             std::span<const std::string_view> names) {
+        std::vector<std::pair<std::string_view, Shape>> w;
+        for (std::size_t p = 0; p < shapes.size() && p < names.size(); ++p)
+            if (o.param_is_weight(p)) w.emplace_back(names[p], shapes[p]);
+        return w;
+    };
+    std::vector<Shape> old_slots;
+    for (const Param& p : n.params) old_slots.push_back(p.shape);
     std::vector<Shape> slots;
-    for (const Param& p : n.params) slots.push_back(p.shape);
-    if (op->compute_concrete_output_shape(inputs, output) != output || op->param_shapes(inputs, output) != slots)
-        throw UsageError(fmt::format("node '{}': the op put in its place takes other shapes or parameters", n.name));
+    bool same_output = false;
+    try {
+        same_output = op->compute_concrete_output_shape(inputs, output) == output;
+        slots = op->param_shapes(inputs, output);
+    } catch (const UsageError& e) {
+        throw UsageError(fmt::format("node '{}': the op put in its place takes other shapes: {}", n.name, e.what()));
+    }
+    const auto names = op->param_names();
+    if (!same_output || names.size() != slots.size() ||
+        weights(*op, slots, names) != weights(*n.op, old_slots, n.op->param_names()))
+        throw UsageError(fmt::format("node '{}': the op put in its place takes other shapes or weights", n.name));
+    n.params.clear();
+    for (std::size_t p = 0; p < slots.size(); ++p)
+        n.params.push_back({fmt::format("{}.{}", n.name, names[p]), std::move(slots[p])});
     n.op = std::move(op);
     plan_storage();  // the new op may take image strides or residuals where the old did not, or not
 }

@@ -70,6 +70,7 @@ ResolvedWeights resolve_weights(const ModelPlan& plan, const std::map<std::strin
             std::ranges::any_of(fold->targets, [&](std::size_t t) { return !tensors.contains(node.params.at(t).key); });
         for (std::size_t p = 0; p < node.params.size(); ++p) {
             if (folding && std::ranges::find(fold->targets, p) != fold->targets.end()) continue;
+            if (!node.op->param_is_weight(p)) continue;  // the op writes it
             const auto& [key, shape] = node.params[p];
             if (!tensors.contains(key)) missing.push_back(key);
             else if (auto bytes = bytes_of(key, shape)) resolved.slots.push_back({n, p, *bytes, {}});

@@ -1,5 +1,5 @@
 // The elementwise ops around the convolutions: add, channel concat, max pooling, nearest
-// upsampling (kjit/elementwise.hpp). Each checks its tensors and packs its kernel's arguments.
+// upsampling, cast (kjit/elementwise.hpp). Each checks its tensors and packs its kernel's arguments.
 #include <kjit/elementwise.hpp>
 
 #include <algorithm>
@@ -62,6 +62,18 @@ std::int64_t output_stride(const OpCall& call) {
 std::int64_t input_stride(const OpCall& call, std::size_t i) {
     return static_cast<std::int64_t>(image_stride_of(call.inputs[i]));
 }
+
+/// The arguments of a kernel that maps its inputs to y element by element (add, cast): the
+/// inputs (`names` in order), y, the element count, an image's, then each tensor's image stride.
+void pack_pointwise(const OpCall& call, ArgVisitor& visitor, std::initializer_list<const char*> names) {
+    for (std::size_t i = 0; const char* name : names) visitor.visit_ptr(non_null(call.inputs[i++].data, name));
+    visitor.visit_ptr(non_null(call.output, "output y"));
+    const std::size_t n = element_count(call.output_shape);
+    visitor.visit_i64(static_cast<std::int64_t>(n));
+    visitor.visit_i64(static_cast<std::int64_t>(n / call.output_shape[0]));
+    for (std::size_t i = 0; i < names.size(); ++i) visitor.visit_i64(input_stride(call, i));
+    visitor.visit_i64(output_stride(call));
+}
 }  // namespace
 
 // ---- add -------------------------------------------------------------------------------------------
@@ -77,15 +89,7 @@ Shape AddOp::compute_concrete_output_shape(std::span<const ShapeView> in, ShapeV
 
 void AddOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
     check_call(call);
-    visitor.visit_ptr(non_null(call.inputs[0].data, "input a"));
-    visitor.visit_ptr(non_null(call.inputs[1].data, "input b"));
-    visitor.visit_ptr(non_null(call.output, "output y"));
-    const std::size_t n = element_count(call.output_shape);
-    visitor.visit_i64(static_cast<std::int64_t>(n));
-    visitor.visit_i64(static_cast<std::int64_t>(n / call.output_shape[0]));
-    visitor.visit_i64(input_stride(call, 0));
-    visitor.visit_i64(input_stride(call, 1));
-    visitor.visit_i64(output_stride(call));
+    pack_pointwise(call, visitor, {"input a", "input b"});
 }
 
 // ---- concat along channels ---------------------------------------------------------------------------
@@ -132,6 +136,36 @@ void ConcatChannelsOp::pack_args_for_launch(std::size_t launch, const OpCall& ca
 Dims ConcatChannelsOp::grid_for_launch(std::size_t launch, std::span<const ShapeView> input_shapes, ShapeView) const {
     require(launch < input_shapes.size(), "concat launch {} of {} inputs", launch, input_shapes.size());
     return elementwise_grid(element_count(input_shapes[launch]), elementwise_block);
+}
+
+// ---- cast ------------------------------------------------------------------------------------------
+
+namespace {
+Kernel cast_kernel(Scalar from, Scalar to) {
+    const auto floating = [](Scalar t) { return t == Scalar::f32 || t == Scalar::f16 || t == Scalar::bf16; };
+    require(floating(from) && floating(to), "cast converts between f32, f16 and bf16, not {} to {}", short_name(from),
+            short_name(to));
+    require(from != to, "a cast from {} to itself does nothing: leave it out", short_name(from));
+    const auto i64 = ParamType{Scalar::i64};
+    return Kernel(KernelSpec{
+        "cast",
+        {{"BLOCK", block_constant}, {"SRC", from}, {"DST", to}},
+        {{"x", {from, true}}, {"y", {to, true}}, {"n", i64}, {"image", i64}, {"x_stride", i64}, {"y_stride", i64}},
+        elementwise_block});
+}
+}  // namespace
+
+CastOp::CastOp(Scalar from, Scalar to) : ElementwiseOp(cast_kernel(from, to), 1), from_(from), to_(to) {}
+
+Shape CastOp::compute_concrete_output_shape(std::span<const ShapeView> in, ShapeView) const {
+    require(in.size() == 1, "cast takes 1 input, {} given", in.size());
+    require(!in[0].empty(), "cast needs a tensor of at least one dimension");
+    return Shape(in[0].begin(), in[0].end());
+}
+
+void CastOp::pack_args(const OpCall& call, ArgVisitor& visitor) const {
+    check_call(call);
+    pack_pointwise(call, visitor, {"input x"});
 }
 
 // ---- max pooling -----------------------------------------------------------------------------------------

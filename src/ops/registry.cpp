@@ -114,6 +114,15 @@ std::vector<Kernel> attention_combine_configurations() {
     return kernels;
 }
 
+/// A cast between each pair of f32, f16 and bf16.
+std::vector<Kernel> cast_configurations() {
+    std::vector<Kernel> kernels;
+    for (const Scalar from : {Scalar::f32, Scalar::f16, Scalar::bf16})
+        for (const Scalar to : {Scalar::f32, Scalar::f16, Scalar::bf16})
+            if (from != to) kernels.push_back(CastOp(from, to).kernel());
+    return kernels;
+}
+
 /// One configuration each: the elementwise ops take every size at run time.
 template <class Op, auto... Args>
 std::vector<Kernel> single_configuration() {
@@ -157,6 +166,7 @@ const KernelFamily families[] = {
     {"maxpool2d_chain", "size-keeping max pools applied to their own output, every result written (YOLO's SPPF)",
      single_configuration<MaxPool2dChainOp, 5, 3>},
     {"upsample_nearest2d", "nearest-neighbour upsampling by 2", single_configuration<UpsampleNearest2dOp, 2>},
+    {"cast", "y = x in another element type: f32, f16 or bf16, rounded to nearest even", cast_configurations},
 };
 
 /// Whether `given` (a -D value) names constant c's value.

@@ -12,6 +12,7 @@ namespace kjit {
 
 std::vector<Shape> RuntimeOp::param_shapes(std::span<const ShapeView>, ShapeView) const { return {}; }
 std::span<const std::string_view> RuntimeOp::param_names() const { return {}; }
+bool RuntimeOp::param_is_weight(std::size_t) const { return true; }
 std::optional<std::vector<std::byte>> RuntimeOp::param_init_data(std::size_t) const { return std::nullopt; }
 std::optional<ParamFold> RuntimeOp::param_fold(std::span<const Shape>) const { return std::nullopt; }
 void RuntimeOp::prepare_param(std::size_t, std::span<float>) const {}

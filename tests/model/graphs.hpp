@@ -1,6 +1,10 @@
 // Graphs more than one test file runs: planned without a GPU (test_plan.cpp) and run on one
 // (test_loaded_model_gpu.cpp).
 #pragma once
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
 
 namespace kjit::test {
 
@@ -66,5 +70,24 @@ inline constexpr const char* sppf_graph = R"({
     {"name": "q6", "op": "maxpool2d", "inputs": ["q5"], "attrs": {"kernel": 3, "stride": 2, "pad": 1}}
   ]
 })";
+
+/// Attention in a graph: f32 q, k, v [B, H, S, D] cast to `dtype`, attention (attrs `attrs`),
+/// cast back. Outputs: the f32 result and attention's own, in `dtype`.
+inline std::string attention_graph(std::string_view dtype, std::string_view attrs, int heads = 8, int kv_heads = 2,
+                                   int seq = 100, int kv_seq = 300, int head_dim = 64) {
+    return fmt::format(R"({{
+  "inputs": [{{"name": "q", "shape": ["B", {0}, {2}, {4}]}}, {{"name": "k", "shape": ["B", {1}, {3}, {4}]}},
+             {{"name": "v", "shape": ["B", {1}, {3}, {4}]}}],
+  "outputs": ["out", "attn"],
+  "nodes": [
+    {{"name": "q16", "op": "cast", "inputs": ["q"], "attrs": {{"to": "{5}"}}}},
+    {{"name": "k16", "op": "cast", "inputs": ["k"], "attrs": {{"to": "{5}"}}}},
+    {{"name": "v16", "op": "cast", "inputs": ["v"], "attrs": {{"to": "{5}"}}}},
+    {{"name": "attn", "op": "attention", "inputs": ["q16", "k16", "v16"], "attrs": {6}}},
+    {{"name": "out", "op": "cast", "inputs": ["attn"], "attrs": {{"to": "f32"}}}}
+  ]
+}})",
+                       heads, kv_heads, seq, kv_seq, head_dim, dtype, attrs);
+}
 
 }  // namespace kjit::test

@@ -3,6 +3,7 @@
 // BatchNorm folded from raw tensors), CUDA graph replay, and an op with padded output rows.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <random>
 
 #include <fmt/format.h>
+#include <kjit/attention.hpp>
 #include <kjit/kjit.hpp>
 #include <kjit/model.hpp>
 
@@ -54,13 +56,16 @@ void check_op(const RuntimeOp& op, const std::vector<std::pair<Shape, std::vecto
 
 std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
 
-/// Fills every output of `model` with NaN.
+/// Fills every output of `model` with NaN (all-ones bytes: NaN in f32, f16 and bf16).
 void poison_outputs(const LoadedModel& model, const Stream& stream) {
-    for (const auto& t : model.outputs()) {
-        const std::size_t n = element_count(t.shape);
-        DeviceBuffer nan(stream.device(), n * sizeof(float));
+    const auto outputs = model.outputs();
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+        const Tensor& t = outputs[i];
+        const std::size_t bytes = element_count(t.shape) *
+                                  byte_size(model.plan().values()[model.plan().outputs()[i]].type);
+        DeviceBuffer nan(stream.device(), bytes);
         nan.fill(0xff);
-        copy_2d_async(stream, reinterpret_cast<std::uint64_t>(t.data), n * 4, nan.address(), n * 4, n * 4, 1);
+        copy_2d_async(stream, reinterpret_cast<std::uint64_t>(t.data), bytes, nan.address(), bytes, bytes, 1);
         stream.synchronize();
     }
 }
@@ -315,8 +320,8 @@ private:
 
 TEST_CASE("an op with padded output rows: written padded, copied back tight before its consumer reads") {
     // The body is supplied here (a kernel that does not ship): KJIT_KERNELS_DIR is not involved.
-    register_op("padded_copy", [](const NodeAttrs&, std::span<const ShapeView> in, const DeviceTraits&) {
-        return MadeOp{std::make_unique<PaddedCopy>(), Shape(in[0].begin(), in[0].end())};
+    register_op("padded_copy", [](const NodeAttrs&, const NodeInputs& in, const DeviceTraits&) {
+        return MadeOp{std::make_unique<PaddedCopy>(), Shape(in.shapes[0].begin(), in.shapes[0].end())};
     });
     const auto device = Device::get(0);
     Stream stream(device);
@@ -389,4 +394,139 @@ TEST_CASE("zero-copy concat, fused adds, chained pools: the unfused plan's outpu
             stream.synchronize();
             compare(fused);
         }
+}
+
+TEST_CASE("casts between f32, f16 and bf16 round to nearest even as the host does, every element written once") {
+    const auto device = Device::get(0);
+    Stream stream(device);
+    // Ties, subnormals, overflow, infinities and NaN, then random values of every magnitude.
+    std::vector<float> values{0.0f,      -0.0f, 1.0f,     1.0f + 0x1p-11f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-9f, 65504.0f,
+                              65520.0f,  1e6f,  0x1p-24f, 0x1p-25f,        3e-8f,          0x1p-130f,          INFINITY,
+                              -INFINITY, NAN};
+    std::uniform_real_distribution<float> exponent(-30, 30), unit(-1, 1);
+    while (values.size() < 2 * 3 * 333) values.push_back(unit(rng()) * std::exp2(exponent(rng())));
+    const Shape shape{2, 3, 333};  // images of 999 elements: off the 256-thread block
+    const std::size_t n = values.size(), image = n / 2, guard = 64;
+    const auto bits_of = [](std::span<const float> v, Scalar t) {  // v as t's device bytes
+        std::vector<std::byte> out(v.size() * byte_size(t));
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            if (t == Scalar::f32) std::memcpy(out.data() + 4 * i, &v[i], 4);
+            else {
+                const std::uint16_t h = to_16bit(v[i], t);
+                std::memcpy(out.data() + 2 * i, &h, 2);
+            }
+        }
+        return out;
+    };
+    const auto value_at = [](std::span<const std::byte> bytes, std::size_t i, Scalar t) {
+        if (t == Scalar::f32) {
+            float f;
+            std::memcpy(&f, bytes.data() + 4 * i, 4);
+            return f;
+        }
+        std::uint16_t h;
+        std::memcpy(&h, bytes.data() + 2 * i, 2);
+        return from_16bit(h, t);
+    };
+    for (const Scalar from : {Scalar::f32, Scalar::f16, Scalar::bf16})
+        for (const Scalar to : {Scalar::f32, Scalar::f16, Scalar::bf16}) {
+            if (from == to) continue;
+            CAPTURE(short_name(from));
+            CAPTURE(short_name(to));
+            const CastOp op(from, to);
+            // The source's images lie twice their size apart (a channel slice of a wider tensor).
+            std::vector<float> strided(2 * n, -7.0f);
+            std::ranges::copy(std::span(values).first(image), strided.begin());
+            std::ranges::copy(std::span(values).last(image), strided.begin() + 2 * image);
+            const std::vector<std::byte> x = bits_of(strided, from);
+            DeviceBuffer dx(device, x.size()), dy(device, (n + guard) * byte_size(to));
+            dx.upload(std::span<const std::byte>(x));
+            dy.fill(0xff);
+            const Tensor in{dx.as<void>(), shape, 2 * image};
+            op.forward(Runtime::global(), stream, {std::span(&in, 1), {}, dy.as<void>(), shape, int(shape.back())});
+            stream.synchronize();
+            std::vector<std::byte> y((n + guard) * byte_size(to));
+            dy.download(std::span(y));
+            std::size_t wrong = 0;
+            for (std::size_t i = 0; i < n; ++i) {
+                const float source = value_at(x, i < image ? i : i + image, from);
+                const float expected = value_at(bits_of(std::span(&source, 1), to), 0, to), got = value_at(y, i, to);
+                const bool same = std::isnan(expected) ? std::isnan(got)
+                                                       : got == expected && std::signbit(got) == std::signbit(expected);
+                if (!same && wrong++ < 3) MESSAGE(i << ": " << source << " gave " << got << ", expected " << expected);
+            }
+            CHECK(wrong == 0);
+            const auto past = std::span(y).subspan(n * byte_size(to));
+            CHECK(std::ranges::all_of(past, [](std::byte b) { return b == std::byte{0xff}; }));
+        }
+}
+
+TEST_CASE("attention in a graph: casts around it, grouped heads, causal, split keys, replay, against float64") {
+    const auto device = Device::get(0);
+    if (DeviceTraits::of(device).arch.number() < 80) {
+        MESSAGE("skipped: the attention kernel needs sm_80 or newer");
+        return;
+    }
+    Stream stream(device);
+    struct Case {
+        Scalar dtype;
+        AttentionShape shape;  // batch, heads, kv_heads, seq, kv_seq, head_dim, causal
+    };
+    const Case cases[] = {
+        {Scalar::bf16, {2, 8, 2, 100, 300, 64, true, Scalar::bf16}},  // grouped, causal, ragged
+        {Scalar::f16, {1, 8, 8, 1, 5000, 128, false, Scalar::f16}},   // decoding: keys split on big GPUs
+        {Scalar::bf16, {1, 4, 4, 77, 77, 96, false, Scalar::bf16}},   // head dim 96: the sm80 mainloop
+    };
+    for (const auto& [dtype, s] : cases) {
+        CAPTURE(s.key());
+        const std::string graph = test::attention_graph(short_name(dtype), s.causal ? R"({"causal": true})" : "{}",
+                                                        s.heads, s.kv_heads, s.seq, s.kv_seq, s.head_dim);
+        LoadedModel model = LoadedModel::load(graph, device, s.batch);
+        const auto& attn = dynamic_cast<const AttentionForwardOp&>(*model.plan().nodes()[3].op);
+        MESSAGE(s.key() << ": " << attention_config(attn.tiles()));
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        const auto values = [&](int heads, int seq) {
+            std::vector<float> v(std::size_t(s.batch) * heads * seq * s.head_dim);
+            for (auto& x : v) x = normal(rng());
+            return v;
+        };
+        const std::vector<float> q = values(s.heads, s.seq), k = values(s.kv_heads, s.kv_seq),
+                                 v = values(s.kv_heads, s.kv_seq);
+        // What the casts make of them (round to nearest even), which the reference reads.
+        const auto rounded = [&](const std::vector<float>& x) {
+            std::vector<float> r(x.size());
+            std::ranges::transform(x, r.begin(), [&](float e) { return from_16bit(to_16bit(e, dtype), dtype); });
+            return r;
+        };
+        const AttentionReference ref = attention_reference(s, rounded(q), rounded(k), rounded(v));
+        std::vector<DeviceBuffer> buffers;
+        std::vector<void*> inputs;
+        for (const auto* x : {&q, &k, &v}) {
+            buffers.emplace_back(device, x->size() * sizeof(float));
+            buffers.back().upload(std::span<const float>(*x));
+            inputs.push_back(buffers.back().as<void>());
+        }
+        const DeviceSpan lse_slot = model.parameter("attn.lse");
+        const auto check = [&](const char* how) {
+            CAPTURE(how);
+            const std::vector<float> out = model.read_output(0, stream), attn_out = model.read_output(1, stream);
+            std::vector<float> lse(lse_slot.size_bytes() / sizeof(float));
+            lse_slot.download(std::span(lse));
+            const AttentionCheck c = check_attention(s, out, lse, ref);
+            CAPTURE(c.faults());
+            CHECK(c.passed());
+            CHECK(out == attn_out);  // the f32 cast of a 16-bit value is exact, as read_output's widening is
+        };
+        poison_outputs(model, stream);
+        lse_slot.fill(0xff);
+        (void)model.forward(inputs, stream);
+        stream.synchronize();
+        check("forward");
+        model.capture(inputs, stream);
+        poison_outputs(model, stream);
+        lse_slot.fill(0xff);
+        model.replay(stream);
+        stream.synchronize();
+        check("replay");
+    }
 }

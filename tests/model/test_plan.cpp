@@ -10,6 +10,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <kjit/attention.hpp>
 #include <kjit/conv.hpp>
 #include <kjit/elementwise.hpp>
 #include <kjit/model.hpp>
@@ -128,7 +129,8 @@ TEST_CASE("malformed graphs are errors naming the node") {
     CHECK(error_of("not json").find("not valid JSON") != std::string::npos);
     CHECK(error_of(R"({"inputs": [{"name": "x", "shape": ["B", 3, 8, 8]}], "outputs": ["n"],
                        "nodes": [{"name": "n", "op": "softmax", "inputs": ["x"]}]})")
-              .find("node 'n': unknown op 'softmax' (known: add, concat, conv2d_bn_silu") != std::string::npos);
+              .find("node 'n': unknown op 'softmax' (known: add, attention, cast, concat, conv2d_bn_silu") !=
+          std::string::npos);
     CHECK(error_of(R"({"inputs": [{"name": "x", "shape": ["B", 3, 8, 8]}], "outputs": ["p"],
                        "nodes": [{"name": "p", "op": "add", "inputs": ["q", "x"]},
                                  {"name": "q", "op": "add", "inputs": ["p", "x"]}]})")
@@ -169,9 +171,9 @@ TEST_CASE("unknown keys are errors naming the key: a misspelt one is never silen
           std::string::npos);
     CHECK(error_of(graph("", R"({"name": "n", "op": "add", "inputs": ["x", "x"], "attr": {}})"))
               .find("node 'n': unknown key \"attr\"") != std::string::npos);
-    CHECK(error_of(R"({"inputs": [{"name": "x", "shape": ["B", 3, 8, 8], "dtype": "f16"}], "outputs": ["x"],
+    CHECK(error_of(R"({"inputs": [{"name": "x", "shape": ["B", 3, 8, 8], "type": "f16"}], "outputs": ["x"],
                        "nodes": []})")
-              .find("input 'x': unknown key \"dtype\"") != std::string::npos);
+              .find("input 'x': unknown key \"type\" (the keys are name, shape, dtype)") != std::string::npos);
     // An attribute the op never reads: "kernal" for "kernel" would have run a 1x1 convolution.
     const std::string misspelt = error_of(
         graph("", R"({"name": "n", "op": "conv2d_bn_silu", "inputs": ["x"], "attrs": {"c_out": 4, "kernal": 3}})"));
@@ -183,9 +185,9 @@ TEST_CASE("unknown keys are errors naming the key: a misspelt one is never silen
 }
 
 TEST_CASE("custom ops join the graph through register_op") {
-    register_op("twice_add", [](const NodeAttrs&, std::span<const ShapeView> in, const DeviceTraits&) {
+    register_op("twice_add", [](const NodeAttrs&, const NodeInputs& in, const DeviceTraits&) {
         auto op = std::make_unique<AddOp>();
-        Shape out = op->compute_concrete_output_shape(in, {});
+        Shape out = op->compute_concrete_output_shape(in.shapes, {});
         return MadeOp{std::move(op), std::move(out)};
     });
     const auto plan = ModelPlan::from_json(R"({"inputs": [{"name": "x", "shape": ["B", 4, 2, 2]}], "outputs": ["n"],
@@ -193,6 +195,100 @@ TEST_CASE("custom ops join the graph through register_op") {
                                            3, h200);
     CHECK(plan.nodes()[0].op_name == "twice_add");
     CHECK(plan.values()[plan.outputs()[0]].shape == Shape{3, 4, 2, 2});
+}
+
+TEST_CASE("typed values: casts and attention in a graph, f16 and bf16 between f32 ends") {
+    const ModelPlan plan = ModelPlan::from_json(test::attention_graph("bf16", R"({"causal": true})"), 2, h200);
+    const auto& values = plan.values();
+    const auto value = [&](std::string_view name) { return *std::ranges::find(values, name, &ModelPlan::Value::name); };
+    CHECK(value("q").type == Scalar::f32);
+    CHECK(value("q16").type == Scalar::bf16);
+    CHECK(value("attn").type == Scalar::bf16);
+    CHECK(value("attn").shape == Shape{2, 8, 100, 64});
+    CHECK(value("out").type == Scalar::f32);
+    const auto& attn = plan.nodes()[3];
+    REQUIRE(attn.name == "attn");
+    const auto& op = dynamic_cast<const AttentionForwardOp&>(*attn.op);
+    const AttentionShape shape{2, 8, 2, 100, 300, 64, true, Scalar::bf16};
+    CHECK(op.tiles() == dispatch_attention(shape, h200));  // dispatch's pick for the planned device
+    CHECK(op.causal());
+    CHECK(op.layout() == AttentionLayout::bhsd);
+    REQUIRE(!attn.params.empty());
+    CHECK(attn.params[0].key == "attn.lse");
+    CHECK(attn.params[0].shape == Shape{2, 8, 100});
+    CHECK(plan.launches() == 4 + op.n_launches());
+    // Two cast kernels (f32 → bf16 thrice, one kernel; bf16 → f32) and attention's.
+    CHECK(plan.kernels().size() == 2 + op.n_launches());
+    // lse is the op's to write: an empty weights file fits.
+    const WeightsReport report = check_weights(plan, {});
+    CHECK(report.loaded == 0);
+
+    // Graph inputs may be 16-bit themselves, in [B, S, H, D].
+    const ModelPlan direct = ModelPlan::from_json(R"({
+      "inputs": [{"name": "q", "shape": ["B", 5, 4, 128], "dtype": "f16"},
+                 {"name": "k", "shape": ["B", 7, 4, 128], "dtype": "f16"},
+                 {"name": "v", "shape": ["B", 7, 4, 128], "dtype": "f16"}],
+      "outputs": ["attn"],
+      "nodes": [{"name": "attn", "op": "attention", "inputs": ["q", "k", "v"],
+                 "attrs": {"layout": "bshd", "scale": 0.25}}]})",
+                                                  1, h200);
+    const auto& bshd = dynamic_cast<const AttentionForwardOp&>(*direct.nodes()[0].op);
+    CHECK(bshd.layout() == AttentionLayout::bshd);
+    CHECK(bshd.dtype() == Scalar::f16);
+    CHECK(bshd.scale() == 0.25f);
+    CHECK(direct.values()[direct.outputs()[0]].type == Scalar::f16);
+    CHECK(direct.nodes()[0].params[0].shape == Shape{1, 4, 5});  // lse [B, H, S]
+}
+
+TEST_CASE("typed values: a type an op does not read is an error naming the cast to add") {
+    CHECK(error_of(test::attention_graph("bf16", R"({"causal": 1})"))
+              .find("node 'attn': attribute 'causal' is 1: it must be true or false") != std::string::npos);
+    CHECK(error_of(test::attention_graph("bf16", R"({"layout": "nchw"})"))
+              .find("attribute 'layout' is \"nchw\": it must be one of \"bhsd\", \"bshd\"") != std::string::npos);
+    CHECK(error_of(test::attention_graph("bf16", R"({"scale": -1})")).find("it must be positive") != std::string::npos);
+    CHECK(error_of(test::attention_graph("int8", "{}")).find("attribute 'to' is \"int8\": it must be one of") !=
+          std::string::npos);
+    CHECK(error_of(test::attention_graph("f32", "{}")).find("a cast from f32 to itself does nothing") !=
+          std::string::npos);
+    CHECK(error_of(test::attention_graph("bf16", "{}", 8, 3)).find("kv_heads") != std::string::npos);
+    CHECK(error_of(test::attention_graph("bf16", "{}", 8, 2, 100, 300, 80)).find("head_dim") != std::string::npos);
+    const std::string f32_attention = error_of(R"({
+      "inputs": [{"name": "q", "shape": [1, 2, 3, 64]}], "outputs": ["a"],
+      "nodes": [{"name": "a", "op": "attention", "inputs": ["q", "q", "q"]}]})");
+    CHECK(f32_attention.find("node 'a' (attention, inputs [1, 2, 3, 64] [1, 2, 3, 64] [1, 2, 3, 64]): attention "
+                             "reads f16 or bf16, q is f32: cast it first") != std::string::npos);
+    const std::string mixed = error_of(R"({
+      "inputs": [{"name": "q", "shape": [1, 2, 3, 64], "dtype": "bf16"}, {"name": "k", "shape": [1, 2, 3, 64], "dtype": "f16"}],
+      "outputs": ["a"],
+      "nodes": [{"name": "a", "op": "attention", "inputs": ["q", "k", "k"]}]})");
+    CHECK(mixed.find("input 'k' is f16, the op reads bf16: put a cast node before it") != std::string::npos);
+    const std::string conv = error_of(R"({
+      "inputs": [{"name": "x", "shape": [1, 3, 8, 8], "dtype": "bf16"}], "outputs": ["c"],
+      "nodes": [{"name": "c", "op": "conv2d_bn_silu", "inputs": ["x"], "attrs": {"c_out": 4}}]})");
+    CHECK(conv.find(R"(input 'x' is bf16, the op reads f32: put a cast node before it ({"op": "cast", "attrs": )"
+                    R"({"to": "f32"}}))") != std::string::npos);
+    CHECK(error_of(R"({"inputs": [{"name": "x", "shape": [1], "dtype": "f64"}], "outputs": ["x"], "nodes": []})")
+              .find("input 'x': \"dtype\" is \"f64\": it must be one of \"f32\", \"f16\", \"bf16\"") !=
+          std::string::npos);
+}
+
+TEST_CASE("a tuned attention winner put in a node's place: its workspace slot follows its key shares") {
+    // One query against 5,000 keys: dispatch splits the keys, which takes a workspace slot.
+    ModelPlan plan = ModelPlan::from_json(test::attention_graph("bf16", "{}", 8, 8, 1, 5000, 128), 1, h200);
+    const std::size_t n = 3;
+    const auto& op = dynamic_cast<const AttentionForwardOp&>(*plan.nodes()[n].op);
+    REQUIRE(op.tiles().kv_splits > 1);
+    REQUIRE(plan.nodes()[n].params.size() == 2);
+    CHECK(plan.nodes()[n].params[1].key == "attn.partials");
+    AttentionTiles whole = op.tiles();
+    whole.kv_splits = 1;
+    plan.replace_op(n, std::make_unique<AttentionForwardOp>(Scalar::bf16, 128, false, whole));
+    CHECK(plan.nodes()[n].params.size() == 1);
+    CHECK(plan.nodes()[n].params[0].shape == Shape{1, 8, 1});
+    CHECK(plan.launches() == 5);
+    // Another head dim takes other shapes: refused.
+    CHECK_THROWS_WITH_AS(plan.replace_op(n, std::make_unique<AttentionForwardOp>(Scalar::bf16, 64, false, whole)),
+                         doctest::Contains("node 'attn'"), UsageError);
 }
 
 TEST_CASE("weights are checked against a plan without a device: every missing key and mismatch in one error") {

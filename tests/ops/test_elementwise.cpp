@@ -2,6 +2,7 @@
 // references compute what the ops are (checked by hand on small cases).
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
 #include <kjit/compile.hpp>
 #include <kjit/elementwise.hpp>
 
@@ -27,6 +28,29 @@ TEST_CASE("the elementwise ops' kernels compile for sm_80 and sm_90") {
     CHECK_THROWS_WITH_AS(ConcatChannelsOp(0), doctest::Contains("at least one input"), UsageError);
     CHECK_THROWS_WITH_AS(MaxPool2dChainOp(4, 2), doctest::Contains("the window must be odd"), UsageError);
     CHECK_THROWS_WITH_AS(MaxPool2dChainOp(5, 5), doctest::Contains("2 <= repeats <= 4"), UsageError);
+}
+
+TEST_CASE("casts between f32, f16 and bf16: every pair compiles, its kernel's pointers typed, others refused") {
+    for (const Scalar from : {Scalar::f32, Scalar::f16, Scalar::bf16})
+        for (const Scalar to : {Scalar::f32, Scalar::f16, Scalar::bf16}) {
+            if (from == to) {
+                CHECK_THROWS_WITH_AS(CastOp(from, to), doctest::Contains("to itself does nothing"), UsageError);
+                continue;
+            }
+            const CastOp cast(from, to);
+            CAPTURE(cast.kernel().id());
+            CHECK(cast.kernel().params()[0].type == ParamType{from, true});
+            CHECK(cast.kernel().params()[1].type == ParamType{to, true});
+            const Compiled c = compile(cast.kernel(), test::options_for("sm_80"));
+            // Through f32: f16 widens by cvt (bf16 by a shift), f32 narrows by cvt.rn.
+            if (from == Scalar::f16) CHECK(c.ptx.find("cvt.f32.f16") != std::string::npos);
+            if (to != Scalar::f32) CHECK(c.ptx.find(fmt::format("cvt.rn.{}.f32", short_name(to))) != std::string::npos);
+            CHECK(c.resources.spill_store_bytes == 0);
+        }
+    CHECK_THROWS_WITH_AS(CastOp(Scalar::f32, Scalar::i32),
+                         doctest::Contains("between f32, f16 and bf16, not f32 to i32"), UsageError);
+    const Shape s{2, 3, 5};
+    CHECK(CastOp(Scalar::f32, Scalar::bf16).compute_concrete_output_shape(std::array{ShapeView(s)}, {}) == s);
 }
 
 TEST_CASE("max pools chain where both keep the image's size with one window, up to four, on planes a block holds") {

@@ -54,6 +54,11 @@ double AttentionShape::flops() const {
     return 4.0 * batch * heads * pairs * head_dim;
 }
 
+int AttentionShape::key_tiles(int block_n) const {
+    const int keys = causal ? std::min(seq, kv_seq) : kv_seq;  // the last row's, which sees the most
+    return ceil_div(keys, block_n);
+}
+
 std::string AttentionShape::key() const {
     return fmt::format("b{}_h{}_hk{}_s{}_sk{}_d{}_{}{}", batch, heads, kv_heads, seq, kv_seq, head_dim,
                        short_name(dtype), causal ? "_causal" : "");
@@ -250,32 +255,36 @@ AttentionForwardOp::AttentionForwardOp(Scalar dtype, int head_dim, bool causal, 
 
 AttentionForwardOp::~AttentionForwardOp() = default;
 
-AttentionShape AttentionForwardOp::shape_of(std::span<const ShapeView> in) const {
+AttentionShape attention_shape(std::span<const ShapeView> in, AttentionLayout layout, Scalar dtype, bool causal) {
     require(in.size() == 3, "attention takes 3 inputs (q, k, v), {} given", in.size());
-    const char* order = layout_ == AttentionLayout::bhsd ? "[B, H, S, D]" : "[B, S, H, D]";
+    const char* order = layout == AttentionLayout::bhsd ? "[B, H, S, D]" : "[B, S, H, D]";
     for (std::size_t i = 0; i < 3; ++i)
         require(in[i].size() == 4, "attention input {} must be {} (4 dimensions), got [{}]", "qkv"[i], order,
                 fmt::join(in[i], ", "));
     const auto dims = [&](ShapeView s) {  // batch, heads, seq, head dim
-        return layout_ == AttentionLayout::bhsd ? std::array{s[0], s[1], s[2], s[3]}
-                                                : std::array{s[0], s[2], s[1], s[3]};
+        return layout == AttentionLayout::bhsd ? std::array{s[0], s[1], s[2], s[3]}
+                                               : std::array{s[0], s[2], s[1], s[3]};
     };
     const auto q = dims(in[0]), k = dims(in[1]), v = dims(in[2]);
     require(k == v, "attention k and v must have one shape {}: k is [{}], v is [{}]", order, fmt::join(in[1], ", "),
             fmt::join(in[2], ", "));
     require(q[0] == k[0] && q[3] == k[3], "attention q [{}] and k [{}] must agree on batch and head dim ({})",
             fmt::join(in[0], ", "), fmt::join(in[1], ", "), order);
-    require(q[3] == static_cast<std::size_t>(head_dim_), "this attention op was built for head_dim {}, q has {}",
-            head_dim_, q[3]);
     AttentionShape s{as_i32(q[0], "batch"),
                      as_i32(q[1], "heads"),
                      as_i32(k[1], "kv_heads"),
                      as_i32(q[2], "seq"),
                      as_i32(k[2], "kv_seq"),
-                     head_dim_,
-                     causal_,
-                     dtype_};
+                     as_i32(q[3], "head_dim"),
+                     causal,
+                     dtype};
     s.validate();
+    return s;
+}
+
+AttentionShape AttentionForwardOp::shape_of(std::span<const ShapeView> in) const {
+    const AttentionShape s = attention_shape(in, layout_, dtype_, causal_);
+    require(s.head_dim == head_dim_, "this attention op was built for head_dim {}, q has {}", head_dim_, s.head_dim);
     return s;
 }
 

@@ -49,10 +49,8 @@ int attention_kv_splits(const AttentionShape& s, const AttentionTiles& t, const 
     // queries at 128 in 4 — while one query against 5000 keys in 8 heads took 16.2 µs in 16
     // shares, 61.2 µs whole.
     if (s.seq >= t.block_m) return 1;
-    // Key tiles the longest row of a block sees (causal: row i sees keys 0 … i).
-    const int keys = s.causal ? std::min(s.kv_seq, s.seq) : s.kv_seq;
-    const long long tiles = ceil_div<long long>(keys, t.block_n);
-    return static_cast<int>(std::clamp<long long>(std::min(traits.multiprocessors / grid, tiles), 1, 16));
+    return static_cast<int>(
+        std::clamp<long long>(std::min<long long>(traits.multiprocessors / grid, s.key_tiles(t.block_n)), 1, 16));
 }
 
 namespace {

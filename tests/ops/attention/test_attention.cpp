@@ -33,10 +33,12 @@ TEST_CASE("an attention problem says what no kernel supports, and counts its wor
     CHECK_NOTHROW(s.validate());
     CHECK(s.key() == "b2_h8_hk2_s100_sk300_d128_bf16");
     CHECK(s.flops() == doctest::Approx(4.0 * 2 * 8 * 100 * 300 * 128));
-    s.causal = true;  // row i sees min(i + 1, 300) keys: 1 + 2 + … + 100
+    CHECK(s.key_tiles(128) == 3);  // 300 keys
+    s.causal = true;               // row i sees min(i + 1, 300) keys: 1 + 2 + … + 100
     CHECK(s.key() == "b2_h8_hk2_s100_sk300_d128_bf16_causal");
     CHECK(s.flops() == doctest::Approx(4.0 * 2 * 8 * 5050 * 128));
-    s.seq = 5, s.kv_seq = 3;  // rows 0, 1, 2 see 1, 2, 3 keys; rows 3 and 4 all 3
+    CHECK(s.key_tiles(64) == 2);  // the last row sees 100 keys
+    s.seq = 5, s.kv_seq = 3;      // rows 0, 1, 2 see 1, 2, 3 keys; rows 3 and 4 all 3
     CHECK(s.flops() == doctest::Approx(4.0 * 2 * 8 * (6 + 6) * 128));
 
     CHECK(says(error_of([&] { AttentionShape{.heads = 6, .kv_heads = 4}.validate(); }),
