@@ -594,6 +594,8 @@ model)  # a graph planned and its weights checked without a GPU; model run finds
   contains "    writes  b9.sppf.pool1, b9.sppf.pool2 too, in the same launch"
   contains "    launch  maxpool2d_chain__f32__256__4096 grid 64x1x1 block 256"
   contains "    no launch: node 'b9.sppf.pool0' writes it in its launch"
+  expect 2 "$kjit" model run "$yolo" --batch 1  # before asking for a GPU
+  contains "the graph has 123 weight slots (b0.stem.weight, b0.stem.bn_scale, b0.stem.bn_shift, …): give --weights FILE"
   expect 0 "$kjit" model plan "$yolo" --batch 1 --arch sm_90 --no-chained-ops
   contains "46 launches and copies"
   expect 0 "$kjit" model plan "$yolo" --batch 1 --arch sm_90 --no-zero-copy-concat --no-fused-add --no-chained-ops

@@ -86,9 +86,9 @@ struct AttentionTiles {
 };
 
 /// How many key shares (AttentionTiles::kv_splits) `tiles` should run `shape` in on a device
-/// with `traits`: 1 where the query tiles give half the multiprocessors a block or more, or
-/// where a head's queries fill a query tile; else enough blocks for one wave, at most 16 and at
-/// most one share per key tile.
+/// with `traits`: 1 where the query tiles give half the multiprocessors a block or more; else
+/// enough blocks for one wave, at most 16, and at most one share per key tile where a head's
+/// queries do not fill a query tile (decoding), one per 16 key tiles where they do.
 [[nodiscard]] int attention_kv_splits(const AttentionShape& shape, const AttentionTiles& tiles,
                                       const DeviceTraits& traits);
 

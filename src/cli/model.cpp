@@ -228,6 +228,17 @@ int run_model(const ModelOptions& o) {
     const DeviceTraits traits = checking_device();  // the driver initialised: not the model's start
     Stopwatch watch;
     CheckedModel checked = check_model(o, traits);
+    if (o.weights.empty()) {  // a graph of ops without weights (casts, attention) runs without a file
+        std::vector<std::string> slots;
+        for (const auto& node : checked.plan.nodes())
+            for (std::size_t p = 0; p < node.params.size(); ++p)
+                if (node.op->param_is_weight(p)) slots.push_back(node.params[p].key);
+        if (!slots.empty())
+            throw UsageError(
+                fmt::format("the graph has {} weight slots ({}{}): give --weights FILE", slots.size(),
+                            fmt::join(std::span(slots).first(std::min<std::size_t>(3, slots.size())), ", "),
+                            slots.size() > 3 ? ", …" : ""));
+    }
     const double check_ms = watch.lap_ms();
     const Device device = gpu_or_explain("model run");
     Stream stream(device);
@@ -235,7 +246,8 @@ int run_model(const ModelOptions& o) {
     (void)watch.lap_ms();  // the context and the cache opened: not the model's start
     LoadedModel model = LoadedModel::load(std::move(checked.plan), device, rt);
     (void)watch.lap_ms();
-    const WeightsReport weights = model.load_weights(checked.weights_file->tensors());
+    const WeightsReport weights = checked.weights_file ? model.load_weights(checked.weights_file->tensors())
+                                                       : WeightsReport{};
     const double weights_ms = watch.lap_ms();
     const ModelPlan& plan = model.plan();
 
@@ -513,8 +525,8 @@ void add_model(CLI::App& app, int& exit_code) {
                                       "the forward and (--graph) its CUDA graph replay");
     add_common_options(*run, o.common, true);
     run->add_option("graph", o.graph, "Graph JSON file")->required()->check(CLI::ExistingFile);
-    run->add_option("--weights", o.weights, "safetensors file of the parameters, by dotted key")
-        ->required()
+    run->add_option("--weights", o.weights,
+                    "safetensors file of the parameters, by dotted key (needed where the graph has weights)")
         ->check(CLI::ExistingFile);
     run->add_option("--batch", o.batch, "Batch size (the graph's \"B\")")->check(positive_int);
     run->add_flag("--graph", o.replay, "Also capture the forward into a CUDA graph and time its replay");

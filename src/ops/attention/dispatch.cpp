@@ -43,14 +43,16 @@ AttentionTiles fitted(int block_m, const AttentionShape& s, const DeviceTraits& 
 int attention_kv_splits(const AttentionShape& s, const AttentionTiles& t, const DeviceTraits& traits) {
     const long long grid = blocks(s, t.block_m);
     if (grid * 2 > traits.multiprocessors) return 1;  // at least half a wave already
-    // Only where a head's queries do not fill one query tile (decoding): there a block streams
-    // keys for a few rows. On an H100 full tiles ran slower split — 16.3 against 14.4 µs for 8
-    // heads of 1024 queries at head dim 64 in 2 shares, 13.2 against 12.1 µs for 512 causal
-    // queries at 128 in 4 — while one query against 5000 keys in 8 heads took 16.2 µs in 16
-    // shares, 61.2 µs whole.
-    if (s.seq >= t.block_m) return 1;
-    return static_cast<int>(
-        std::clamp<long long>(std::min<long long>(traits.multiprocessors / grid, s.key_tiles(t.block_n)), 1, 16));
+    // Enough shares for about one wave. Where a head's queries do not fill one query tile
+    // (decoding) a share may be one key tile: one query against 5000 keys in 8 heads took 16.2 µs
+    // in 16 shares on an H100, 61.2 µs whole. Full query tiles keep 16 key tiles a share or more:
+    // split into shares of 4 tiles or fewer they ran slower (16.3 against 14.4 µs, 8 heads of
+    // 1024 queries and keys at head dim 64 in 2 shares; 13.2 against 12.1 µs, 512 causal at 128
+    // in 4), of 32 or more faster (95 → 64 µs, 2 × 16 heads of 256 queries against 8192 keys in
+    // 2 shares; 1096 → 165 µs, 8 heads of 200 against 100,000 in 8).
+    const int tiles = s.key_tiles(t.block_n);
+    const int most = s.seq < t.block_m ? tiles : tiles / 16;
+    return static_cast<int>(std::clamp<long long>(std::min<long long>(traits.multiprocessors / grid, most), 1, 16));
 }
 
 namespace {

@@ -138,11 +138,19 @@ TEST_CASE("attention dispatch: whole multiprocessors busy, tiles that fit the de
     CHECK(attention_kv_splits(few_keys, {128, 128, true}, h100) == 1);
     few_keys.kv_seq = 0;
     CHECK(attention_kv_splits(few_keys, {128, 128, true}, h100) == 1);
-    // A few heads of full query tiles: the shares' combine would cost more than idle SMs.
-    const AttentionShape prefill{.batch = 1, .heads = 8, .seq = 512, .kv_seq = 512, .head_dim = 128, .causal = true};
+    // A few heads of full query tiles: split only where each share keeps 16 key tiles or more.
+    AttentionShape prefill{.batch = 1, .heads = 8, .seq = 512, .kv_seq = 512, .head_dim = 128, .causal = true};
+    CHECK(attention_kv_splits(prefill, {128, 128, true}, h100) == 1);  // 4 key tiles
+    prefill.kv_seq = 100000;  // 512 queries against a long cache: 32 blocks, 4 fill a wave
+    prefill.causal = false;
+    CHECK(attention_kv_splits(prefill, {128, 128, true}, h100) == 4);
+    prefill.kv_seq = 6000;  // 47 key tiles: 2 shares of 16 or more
+    CHECK(attention_kv_splits(prefill, {128, 128, true}, h100) == 2);
+    prefill.causal = true;  // the last row sees 512 keys: 4 tiles
     CHECK(attention_kv_splits(prefill, {128, 128, true}, h100) == 1);
     AttentionShape short_chunk = prefill;
     short_chunk.seq = 100;  // one query tile a head, not full
+    short_chunk.kv_seq = 512;
     short_chunk.causal = false;
     CHECK(attention_kv_splits(short_chunk, {128, 128, true}, h100) == 4);  // 4 key tiles
     CHECK(dispatch_attention(big, h100).kv_splits == 1);
