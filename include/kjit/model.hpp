@@ -246,8 +246,8 @@ public:
     /// output rows are padded (forward_output_row_stride > row elems) writes a padded buffer
     /// that is copied back to tight rows (one 2-D async copy) before anyone reads it; a concat
     /// copies only the inputs the plan could not place in its output (ModelPlan::Node::copies),
-    /// one 2-D async copy each. Returns the outputs (device memory owned by the model, tight,
-    /// valid until the next forward or replay). Does not synchronise.
+    /// one 2-D async copy each. Returns the outputs (device memory owned by the model, tight, of
+    /// their values' types, valid until the next forward or replay). Does not synchronise.
     std::vector<Tensor> forward(std::span<void* const> inputs, const Stream& stream);
 
     /// Records forward(inputs) into one CUDA graph; replay() reruns it (new data goes into the
