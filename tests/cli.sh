@@ -491,6 +491,13 @@ warm-graph)  # kjit warm --graph: exactly the kernels a model runs, and its laye
   contains "1 compiled, 3 already cached, 0 failed"
   contains "conv2d_bn_silu_forward__f32__128__32__32__8"
   grep -q "conv2d_bn_silu_forward__f32__64__16__16__8" <<<"$out" && fail "a stale winner's kernel was warmed: $out"
+  # An attention node's winner too (whichever tiles: here the sm80 mainloop's on a 9.0 device).
+  attention=$(dirname "$0")/../examples/attention/gqa_causal.json
+  "$helper" winner "$dir/c" "$attention" 1 attn "BLOCK_M=64 BLOCK_N=64" || fail "could not store an attention winner"
+  expect 0 "$kjit" warm --graph "$attention" --batch 1 --arch sm_90 --cache-dir "$dir/c" -j 2
+  contains "4 compiled, 0 already cached, 0 failed"
+  contains "flash_attention2_forward__bf16__f32__bf16__64__64__128__true"
+  contains "flash_attention2_forward_sm90__bf16__"
   expect 2 "$kjit" warm --graph "$dir/graph.json" --kernel axpby --arch sm_90 --cache-dir "$dir/c"
   contains "give one of them"
   ;;

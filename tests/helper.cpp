@@ -8,8 +8,8 @@
 //       writes random F32 weights for every parameter slot of GRAPH planned for BATCH (on an
 //       H200's traits) to the safetensors file OUT, leaving out the key SKIP
 //   kjit_test_helper winner DIR GRAPH BATCH NODE CONFIG
-//       stores in the cache at DIR a tuned winner CONFIG for conv node NODE of GRAPH planned for
-//       BATCH on an H200 (driver 580.159.04), tied to that configuration's kernel source
+//       stores in the cache at DIR a tuned winner CONFIG for conv or attention node NODE of GRAPH
+//       planned for BATCH on an H200 (driver 580.159.04), tied to that configuration's kernel source
 //   kjit_test_helper warm-list DIR THREADS N [FSIZE]
 //       compiles scale<1..N> for sm_90 into DIR with THREADS threads through one Runtime; with
 //       FSIZE, first limits the size of any file it writes to FSIZE bytes (RLIMIT_FSIZE: a full
@@ -68,6 +68,14 @@ int main(int argc, char** argv) try {
             const auto op = kjit::make_conv2d_bn_silu(l.attrs, l.shape, argv[6], h200);
             kjit::store_tuned(cache, {"conv2d_bn_silu", kjit::conv2d_problem_key(l.attrs, l.shape), "NVIDIA H200",
                                       "sm_90", "580.159.04", op->kernel().source_hash(), argv[6], 10.0});
+            return 0;
+        }
+        for (const auto& [node, shape] : plan.attention_layers()) {
+            if (plan.nodes()[node].name != argv[5]) continue;
+            const auto& attention = dynamic_cast<const kjit::AttentionForwardOp&>(*plan.nodes()[node].op);
+            const auto op = attention.with_tiles(kjit::parse_attention_config(argv[6]));
+            kjit::store_tuned(cache, {std::string(kjit::attention_family), shape.key(), "NVIDIA H200", "sm_90",
+                                      "580.159.04", op->kernel().source_hash(), argv[6], 10.0});
             return 0;
         }
         return 1;

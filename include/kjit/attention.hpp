@@ -113,6 +113,8 @@ public:
     [[nodiscard]] const AttentionTiles& tiles() const noexcept { return tiles_; }
     [[nodiscard]] AttentionLayout layout() const noexcept { return layout_; }
     [[nodiscard]] float scale() const noexcept { return scale_; }
+    /// The same op — dtype, head dim, causality, layout, scale — in other tiles (a tuned winner's).
+    [[nodiscard]] std::unique_ptr<AttentionForwardOp> with_tiles(const AttentionTiles& tiles) const;
     /// The problem a call's input shapes make (UsageError where they do not fit this op).
     [[nodiscard]] AttentionShape shape_of(std::span<const ShapeView> input_shapes) const;
 

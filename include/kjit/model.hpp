@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include <kjit/attention.hpp>
 #include <kjit/conv.hpp>
 #include <kjit/device_traits.hpp>
 #include <kjit/driver.hpp>
@@ -146,6 +147,8 @@ public:
     };
     /// The conv layers of the plan's conv2d_bn_silu nodes (Conv2dOp), one per node, in node order.
     [[nodiscard]] std::vector<std::pair<std::size_t, ConvLayer>> conv_layers() const;
+    /// The problems of the plan's attention nodes (AttentionForwardOp), one per node, in node order.
+    [[nodiscard]] std::vector<std::pair<std::size_t, AttentionShape>> attention_layers() const;
     /// Replaces node `node`'s op (a conv's or an attention's: another configuration of the same
     /// layer, as a tuned winner names it). Its shapes and weights stay, so the new op must take
     /// the same; the slots an op writes itself (RuntimeOp::param_is_weight) take the new op's shapes.

@@ -8,7 +8,6 @@
 #include <set>
 #include <thread>
 
-#include <kjit/attention.hpp>
 #include <kjit/model.hpp>
 
 #include "cli.hpp"
@@ -89,19 +88,14 @@ CompileJobs graph_compile_jobs(const WarmOptions& o, std::span<const Arch> archs
                     }
                 }
             }
-            for (const auto& node : plan.nodes()) {  // attention's winners the same way
-                const auto* attention = dynamic_cast<const AttentionForwardOp*>(node.op.get());
-                if (!attention) continue;
-                std::vector<ShapeView> inputs;
-                for (std::size_t v : node.inputs) inputs.push_back(plan.values()[v].shape);
-                const std::string key = attention->shape_of(inputs).key();
+            for (const auto& [node, shape] : plan.attention_layers()) {  // attention's winners the same way
+                const auto& attention = dynamic_cast<const AttentionForwardOp&>(*plan.nodes()[node].op);
+                const std::string key = shape.key();
                 for (const TunedConfig& w : winners) {
                     if (w.kernel != attention_family || w.shape != key || w.arch != device.arch.name()) continue;
                     try {
-                        const AttentionForwardOp op(attention->dtype(), attention->head_dim(), attention->causal(),
-                                                    parse_attention_config(w.config), attention->layout(),
-                                                    attention->scale());
-                        if (op.kernel().source_hash() == w.source_hash) want_op(op, arch);
+                        const auto op = attention.with_tiles(parse_attention_config(w.config));
+                        if (op->kernel().source_hash() == w.source_hash) want_op(*op, arch);
                     } catch (const UsageError&) {
                         // a winner no kernel takes any more: pick_attention passes it by too
                     }

@@ -109,9 +109,8 @@ void register_op(std::string name, OpFactory factory) {
 }
 
 Scalar detail::element_type_named(std::string_view name) {
-    if (name == "f16") return Scalar::f16;
-    if (name == "bf16") return Scalar::bf16;
-    if (name == "f32") return Scalar::f32;
+    for (const Scalar t : {Scalar::f32, Scalar::f16, Scalar::bf16})
+        if (short_name(t) == name) return t;
     throw UsageError(fmt::format("'{}' is not an element type (f32, f16 or bf16)", name));
 }
 

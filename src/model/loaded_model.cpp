@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include <kjit/attention.hpp>
 #include <kjit/conv_tuner.hpp>
 
 #include "jit/file_bytes.hpp"
@@ -83,18 +82,14 @@ LoadedModel LoadedModel::load(ModelPlan planned, const Device& device, Runtime& 
     }
     // Each attention node the same: its stored `kjit tune flash_attention2` winner, else the
     // plan's pick (dispatch's). A winner with other key shares sizes its workspace slot anew.
-    std::optional<TuneTarget> target;
-    for (std::size_t n = 0; n < planned.nodes().size(); ++n) {
-        const auto* op = dynamic_cast<const AttentionForwardOp*>(planned.nodes()[n].op.get());
-        if (!op) continue;
-        if (!target) target = TuneTarget::of(device);
-        std::vector<ShapeView> inputs;
-        for (std::size_t v : planned.nodes()[n].inputs) inputs.push_back(planned.values()[v].shape);
-        const AttentionPick pick = pick_attention(op->shape_of(inputs), target->device, target->device_name,
-                                                  target->driver, runtime.cache());
-        if (pick.tuned && pick.tiles != op->tiles())
-            planned.replace_op(n, std::make_unique<AttentionForwardOp>(op->dtype(), op->head_dim(), op->causal(),
-                                                                       pick.tiles, op->layout(), op->scale()));
+    if (const auto attention = planned.attention_layers(); !attention.empty()) {
+        const TuneTarget target = TuneTarget::of(device);
+        for (const auto& [node, shape] : attention) {
+            const auto& op = dynamic_cast<const AttentionForwardOp&>(*planned.nodes()[node].op);
+            const AttentionPick pick = pick_attention(shape, target.device, target.device_name, target.driver,
+                                                      runtime.cache());
+            if (pick.tuned && pick.tiles != op.tiles()) planned.replace_op(node, op.with_tiles(pick.tiles));
+        }
     }
     lap(times.plan_ms);
     auto impl = std::make_unique<Impl>(

@@ -478,6 +478,18 @@ std::vector<std::pair<std::size_t, ModelPlan::ConvLayer>> ModelPlan::conv_layers
     return layers;
 }
 
+std::vector<std::pair<std::size_t, AttentionShape>> ModelPlan::attention_layers() const {
+    std::vector<std::pair<std::size_t, AttentionShape>> layers;
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+        const auto* attention = dynamic_cast<const AttentionForwardOp*>(nodes_[i].op.get());
+        if (!attention) continue;
+        std::vector<ShapeView> inputs;
+        for (std::size_t v : nodes_[i].inputs) inputs.push_back(values_[v].shape);
+        layers.emplace_back(i, attention->shape_of(inputs));
+    }
+    return layers;
+}
+
 void ModelPlan::replace_op(std::size_t node, std::unique_ptr<RuntimeOp> op) {
     Node& n = nodes_.at(node);
     std::vector<ShapeView> inputs;

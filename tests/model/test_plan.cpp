@@ -211,6 +211,10 @@ TEST_CASE("typed values: casts and attention in a graph, f16 and bf16 between f3
     const auto& op = dynamic_cast<const AttentionForwardOp&>(*attn.op);
     const AttentionShape shape{2, 8, 2, 100, 300, 64, true, Scalar::bf16};
     CHECK(op.tiles() == dispatch_attention(shape, h200));  // dispatch's pick for the planned device
+    const auto layers = plan.attention_layers();
+    REQUIRE(layers.size() == 1);
+    CHECK(layers[0].first == 3);
+    CHECK(layers[0].second == shape);
     CHECK(op.causal());
     CHECK(op.layout() == AttentionLayout::bhsd);
     REQUIRE(!attn.params.empty());
@@ -282,7 +286,11 @@ TEST_CASE("a tuned attention winner put in a node's place: its workspace slot fo
     CHECK(plan.nodes()[n].params[1].key == "attn.partials");
     AttentionTiles whole = op.tiles();
     whole.kv_splits = 1;
-    plan.replace_op(n, std::make_unique<AttentionForwardOp>(Scalar::bf16, 128, false, whole));
+    const float scale = op.scale();
+    plan.replace_op(n, op.with_tiles(whole));  // `op` is gone now
+    const auto& replaced = dynamic_cast<const AttentionForwardOp&>(*plan.nodes()[n].op);
+    CHECK(replaced.tiles() == whole);
+    CHECK(replaced.scale() == scale);
     CHECK(plan.nodes()[n].params.size() == 1);
     CHECK(plan.nodes()[n].params[0].shape == Shape{1, 8, 1});
     CHECK(plan.launches() == 5);

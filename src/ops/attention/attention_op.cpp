@@ -255,6 +255,10 @@ AttentionForwardOp::AttentionForwardOp(Scalar dtype, int head_dim, bool causal, 
 
 AttentionForwardOp::~AttentionForwardOp() = default;
 
+std::unique_ptr<AttentionForwardOp> AttentionForwardOp::with_tiles(const AttentionTiles& tiles) const {
+    return std::make_unique<AttentionForwardOp>(dtype_, head_dim_, causal_, tiles, layout_, scale_);
+}
+
 AttentionShape attention_shape(std::span<const ShapeView> in, AttentionLayout layout, Scalar dtype, bool causal) {
     require(in.size() == 3, "attention takes 3 inputs (q, k, v), {} given", in.size());
     const char* order = layout == AttentionLayout::bhsd ? "[B, H, S, D]" : "[B, S, H, D]";
