@@ -258,6 +258,11 @@ check)  # kjit check --compile-only: every configuration compiled and inspected;
   done
   expect 2 "$kjit" check add --kernel-size 3 3 --cache-dir "$dir/c"
   contains "add takes no --kernel-size, --stride, --pad or --groups"
+  expect 2 "$kjit" check cast --batch 1 --cin 2 --hw 3 3 --kernel-size 3 3 --cache-dir "$dir/c"
+  contains "cast takes no --kernel-size, --stride, --pad or --groups"
+  # Every pair of types is a configuration: six casts.
+  expect 0 "$kjit" check cast --compile-only --arch sm_80 --cache-dir "$dir/c"
+  contains "cast: 6 configurations for sm_80"
   expect 2 "$kjit" check maxpool2d --batch 1 --cin 2 --cout 4 --hw 5 5 --kernel-size 3 3 --cache-dir "$dir/c"
   contains "maxpool2d takes no --cout: its output has its input's channels"
   "$kjit" check --help > "$dir/help"

@@ -233,11 +233,11 @@ Compiled compile_trials(const std::vector<Trial>& trials, Runtime& rt, Arch arch
 
 /// Runs a trial: its output checked, then timed.
 void run_trial(Trial& t, Runtime& rt, const Stream& stream, const OpCall& call, std::span<const double> ref,
-               double tolerance, std::size_t row_padding, int iters) {
+               double tolerance, std::size_t row_padding, int iters, Scalar output_type = Scalar::f32) {
     t.ran = true;
     try {
         t.output = checked_forward(*t.op, rt, stream, call.inputs, call.params, call.output_shape, ref, tolerance,
-                                   row_padding);
+                                   row_padding, nullptr, output_type);
         if (!t.output->passed()) t.fault = describe_faults(*t.output, call.output_shape);
         t.us = time_forward(*t.op, rt, stream, call, iters);
     } catch (const Error& e) {
@@ -265,6 +265,23 @@ void run_conv_input(const Input& in, std::span<Trial*> trials, Runtime& rt, cons
     }
 }
 
+/// `values` on the device as `type`; 16-bit ones are rounded to it first, in place, so that they
+/// are what the device holds.
+DeviceBuffer upload_as(const Device& device, std::vector<float>& values, Scalar type) {
+    DeviceBuffer buffer(device, values.size() * byte_size(type));
+    if (type == Scalar::f32) {
+        buffer.upload(std::span<const float>(values));
+        return buffer;
+    }
+    std::vector<std::uint16_t> bits(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        bits[i] = to_16bit(values[i], type);
+        values[i] = from_16bit(bits[i], type);
+    }
+    buffer.upload(std::span<const std::uint16_t>(bits));
+    return buffer;
+}
+
 void run_elementwise_input(const Input& in, std::span<Trial*> trials, Runtime& rt, const Stream& stream, int iters) {
     const ElementwiseCase& c = *in.values;
     std::mt19937_64 rng{std::random_device{}()};
@@ -275,7 +292,7 @@ void run_elementwise_input(const Input& in, std::span<Trial*> trials, Runtime& r
     for (const Shape& s : c.inputs) {
         auto& v = values.emplace_back(element_count(s));
         for (auto& e : v) e = unit(rng);
-        buffers.emplace_back(stream.device(), v.size() * sizeof(float)).upload(std::span<const float>(v));
+        buffers.push_back(upload_as(stream.device(), v, c.input_type));
     }
     std::vector<ShapeView> shapes;
     for (std::size_t i = 0; i < c.inputs.size(); ++i) {
@@ -286,7 +303,7 @@ void run_elementwise_input(const Input& in, std::span<Trial*> trials, Runtime& r
     for (Trial* t : trials) {
         const Shape y_shape = t->op->compute_concrete_output_shape(shapes, {});
         const DeviceBuffer y(stream.device(),
-                             (1 + t->op->n_chained_outputs()) * element_count(y_shape) * sizeof(float));
+                             (1 + t->op->n_chained_outputs()) * element_count(y_shape) * byte_size(c.output_type));
         const std::vector<Tensor> chained = chained_outputs_after(*t->op, y.as<void>(), y_shape);
         const OpCall call{.inputs = tensors,
                           .params = {},
@@ -294,7 +311,7 @@ void run_elementwise_input(const Input& in, std::span<Trial*> trials, Runtime& r
                           .output_shape = y_shape,
                           .output_row_stride = static_cast<int>(t->op->forward_output_row_elems(y_shape)),
                           .chained_outputs = chained};
-        run_trial(*t, rt, stream, call, ref, c.tolerance, 0, iters);
+        run_trial(*t, rt, stream, call, ref, c.tolerance, 0, iters, c.output_type);
     }
 }
 
@@ -438,7 +455,7 @@ void add_check(CLI::App& app, int& exit_code) {
     sub->add_option(
            "op", o.op,
            "conv2d_bn_silu (every conv kernel), one conv kernel family (conv2d_bn_silu_depthwise_forward …), "
-           "flash_attention2 (both attention kernels, or one: flash_attention2_forward_sm90 …), add, "
+           "flash_attention2 (both attention kernels, or one: flash_attention2_forward_sm90 …), add, cast, "
            "concat_channels, maxpool2d, maxpool2d_chain or upsample_nearest2d; with --compile-only any shipped "
            "kernel")
         ->required();
@@ -475,6 +492,7 @@ The layer options each op takes (others are refused, not ignored):
   maxpool2d_chain                   --batch --cin --hw, an odd square --kernel-size K K (stride 1, pad K/2)
   concat_channels                   --batch --cin --hw, --cout (the second input's channels)
   add, upsample_nearest2d           --batch --cin --hw
+  cast                              --batch --cin --hw (every pair of f32, f16 and bf16, bit for bit)
   flash_attention2 and its families --batch --heads --seq, [--kv-heads --kv-seq --head-dim --dtype --causal
                                     --layout]; none: its built-in problems (ragged, grouped, causal, one
                                     query, no keys, head dim 96, both layouts)

@@ -98,8 +98,8 @@ std::span<const CheckLayer> conv_check_layers() {
 }
 
 bool is_elementwise_family(std::string_view family) {
-    return family == "add" || family == "concat_channels" || family == "maxpool2d" || family == "maxpool2d_chain" ||
-           family == "upsample_nearest2d";
+    return family == "add" || family == "cast" || family == "concat_channels" || family == "maxpool2d" ||
+           family == "maxpool2d_chain" || family == "upsample_nearest2d";
 }
 
 namespace {
@@ -154,6 +154,27 @@ std::vector<ElementwiseCase> elementwise_check_cases(std::string_view family, co
                              {s, s},
                              [](Inputs in) { return add_reference(in[0], in[1]); },
                              1e-7});
+        } else if (family == "cast") {
+            // Every pair of types; rounded to nearest even, bit for bit the host's conversion.
+            constexpr Scalar types[] = {Scalar::f32, Scalar::f16, Scalar::bf16};
+            for (const Scalar from : types)
+                for (const Scalar to : types) {
+                    if (from == to) continue;
+                    const auto rounded = [to](Inputs in) {
+                        std::vector<double> r(in[0].size());
+                        std::ranges::transform(in[0], r.begin(), [to](float x) {
+                            return to == Scalar::f32 ? x : from_16bit(to_16bit(x, to), to);
+                        });
+                        return r;
+                    };
+                    cases.push_back({name(s, fmt::format(" {} to {}", short_name(from), short_name(to))),
+                                     std::make_shared<CastOp>(from, to),
+                                     {s},
+                                     rounded,
+                                     0,
+                                     from,
+                                     to});
+                }
         } else if (family == "concat_channels") {
             std::vector<Shape> parts{s, s};
             parts[1][1] = given.given() ? std::size_t(std::max(1, given.cout)) : s[1] + 2;

@@ -142,13 +142,14 @@ struct ElementwiseCase {
     std::string name;
     std::shared_ptr<const RuntimeOp> op;
     std::vector<Shape> inputs;
-    std::function<std::vector<double>(std::span<const std::vector<float>>)> reference;
+    std::function<std::vector<double>(std::span<const std::vector<float>>)> reference;  ///< of the values as stored
     double tolerance;
+    Scalar input_type = Scalar::f32, output_type = Scalar::f32;  ///< what the op reads and writes
 };
 /// The elementwise op families kjit check runs, by kernel family name.
 [[nodiscard]] bool is_elementwise_family(std::string_view family);
 /// kjit check's cases of an elementwise family: its built-in shapes (one element, sizes off the
-/// block, several blocks' worth), or the one input shape `given` names (NCHW: --batch --cin --hw;
+/// block, several blocks' worth; a cast each pair of types), or the one input shape `given` names (NCHW: --batch --cin --hw;
 /// maxpool2d's window from --kernel-size, --stride and --pad; concat_channels' two inputs of
 /// --cin and --cout channels).
 [[nodiscard]] std::vector<ElementwiseCase> elementwise_check_cases(std::string_view family, const LayerOptions& given);

@@ -2,10 +2,13 @@
 // (kjit/output_check.hpp).
 #include <kjit/output_check.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <kjit/attention.hpp>  // from_16bit
 #include <kjit/driver.hpp>
 #include <kjit/error.hpp>
 
@@ -76,14 +79,18 @@ std::vector<Tensor> chained_outputs_after(const RuntimeOp& op, void* output, Sha
 
 OutputCheck checked_forward(const RuntimeOp& op, Runtime& runtime, const Stream& stream, std::span<const Tensor> inputs,
                             std::span<void* const> params, ShapeView output_shape, std::span<const double> reference,
-                            double tolerance, std::size_t row_padding, const CompileOptions* options) {
+                            double tolerance, std::size_t row_padding, const CompileOptions* options,
+                            Scalar output_type) {
     const std::size_t row = op.forward_output_row_elems(output_shape), size = element_count(output_shape);
     const std::size_t outputs = 1 + op.n_chained_outputs();  // back to back, the chained ones tight
     if (outputs > 1 && row_padding)
         throw UsageError("checked_forward: an op with chained outputs is checked with tight rows (row_padding 0)");
     const OutputLayout layout{outputs * size / row, row, row + row_padding};
-    DeviceBuffer y(stream.device(), layout.elements() * sizeof(float));
-    y.fill(0xff);  // every float a NaN
+    if (output_type != Scalar::f32 && output_type != Scalar::f16 && output_type != Scalar::bf16)
+        throw UsageError(
+            fmt::format("checked_forward reads f32, f16 or bf16 outputs, not {}", short_name(output_type)));
+    DeviceBuffer y(stream.device(), layout.elements() * byte_size(output_type));
+    y.fill(0xff);  // every value a NaN, 32-bit or 16-bit
     const std::vector<Tensor> chained = chained_outputs_after(op, y.as<void>(), output_shape);
     const OpCall call{.inputs = inputs,
                       .params = params,
@@ -95,7 +102,13 @@ OutputCheck checked_forward(const RuntimeOp& op, Runtime& runtime, const Stream&
     else op.forward(runtime, stream, call);
     stream.synchronize();
     std::vector<float> host(layout.elements());
-    y.download(std::span<float>(host));
+    if (output_type == Scalar::f32) {
+        y.download(std::span<float>(host));
+    } else {
+        std::vector<std::uint16_t> bits(host.size());
+        y.download(std::span<std::uint16_t>(bits));
+        std::ranges::transform(bits, host.begin(), [&](std::uint16_t b) { return from_16bit(b, output_type); });
+    }
     return check_output(host, reference, layout, tolerance);
 }
 

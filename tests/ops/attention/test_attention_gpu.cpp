@@ -95,7 +95,7 @@ TEST_CASE("flash_attention2_forward matches float64 on every configuration: ragg
         int batch, heads, kv_heads, seq, kv_seq;
     };
     const Case cases[] = {{1, 1, 1, 1, 1},    {2, 4, 2, 77, 77}, {1, 2, 1, 130, 200}, {1, 3, 3, 200, 65},
-                          {2, 8, 1, 33, 129}, {1, 2, 2, 1, 300}, {1, 2, 1, 40, 0}};
+                          {2, 8, 1, 33, 129}, {1, 2, 2, 1, 300}, {1, 2, 1, 40, 0},    {1, 2, 1, 700, 700}};
     int ran = 0, index = 0;
     for (const Scalar dtype : {Scalar::f16, Scalar::bf16})
         for (const int d : {64, 96, 128})
