@@ -4,6 +4,7 @@
 // constexpr C++ only (NVRTC's -default-device makes these device functions).
 #pragma once
 #include "kjit/ceil_div.cuh"
+#include "kjit/register_split.cuh"
 
 namespace kjit {
 
@@ -45,19 +46,15 @@ struct Sm90Geometry {
 
     constexpr int consumers() const { return block_m / 64; }           // wgmma warpgroups
     constexpr int threads() const { return 128 * (consumers() + 1); }  // + the TMA producer
-    /// Registers per thread at launch: the 64K register file over the block's threads, in the
-    /// 8-register units setmaxnreg moves (__launch_bounds__(threads(), 1) caps ptxas there).
-    constexpr int launch_registers() const { return 65536 / threads() / 8 * 8; }
+    /// Registers per thread at launch (kjit/register_split.cuh).
+    constexpr int launch_registers() const { return RegisterSplit{consumers(), 0}.launch(); }
     /// What setmaxnreg leaves the producer warpgroup: one thread issuing TMA copies needs few; a
     /// gathering warpgroup computes addresses.
     static constexpr int producer_registers(bool gathers) { return gathers ? 56 : 40; }
-    /// What each consumer warpgroup raises itself to: its launch share and an equal part of what
-    /// the producer gave up (setmaxnreg.inc waits for registers the block has freed, so the sum
-    /// may not exceed them).
+    /// What each consumer warpgroup raises itself to.
     constexpr int consumer_registers(bool gathers) const
     {
-        const int launch = launch_registers(), freed = launch - producer_registers(gathers);
-        return launch + freed / consumers() / 8 * 8;
+        return RegisterSplit{consumers(), producer_registers(gathers)}.consumer();
     }
     /// A-fragment buffers a consumer thread holds (16 registers each): two, so that the next K
     /// step's are read while this one's wgmma run, except at four consumers, whose 96 registers

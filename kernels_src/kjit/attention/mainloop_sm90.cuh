@@ -15,6 +15,7 @@
 #include "kjit/attention/tiles.cuh"
 #include "kjit/attention/wgmma_16bit.cuh"
 #include "kjit/ptx_sm90.cuh"
+#include "kjit/register_split.cuh"
 
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "the Hopper attention mainloop uses TMA, wgmma and setmaxnreg: compile it for sm_90a"
@@ -48,16 +49,13 @@ struct SwizzledTile {
 template <class T, int BLOCK_M, int BLOCK_N, int HEAD_DIM, bool CAUSAL>
 struct MainloopSm90 {
     static constexpr int CONSUMERS = BLOCK_M / 64, THREADS = 128 * (CONSUMERS + 1), N8 = BLOCK_N / 8, STAGES = 2;
-    /// Registers a thread: the launch's share (__launch_bounds__(THREADS, 1)), then the
-    /// producer's 24 and the consumers' share of the rest, in setmaxnreg's units of 8.
-    static constexpr int LAUNCH_REGISTERS = 65536 / THREADS / 8 * 8, PRODUCER_REGISTERS = 24,
-                         CONSUMER_REGISTERS = LAUNCH_REGISTERS +
-                                              (LAUNCH_REGISTERS - PRODUCER_REGISTERS) / CONSUMERS / 8 * 8;
+    /// Registers a thread (kjit/register_split.cuh): the producer keeps 24.
+    static constexpr kjit::RegisterSplit REGISTERS{CONSUMERS, 24};
     using QTile = SwizzledTile<BLOCK_M, HEAD_DIM>;
     using KVTile = SwizzledTile<BLOCK_N, HEAD_DIM>;
-    static constexpr int BARRIERS = 1 + 4 * STAGES;  // Q full; K, V full and empty a stage
-    /// The slack that aligns the tiles to 1024 bytes, Q, the stages of K and of V, the barriers.
-    static constexpr int SHARED_BYTES = 1024 + QTile::BYTES + 2 * STAGES * KVTile::BYTES + 8 * BARRIERS;
+    /// Shared memory (src/ops/attention/attention_op.cpp's shared_bytes() adds it up): slack to
+    /// align the tiles to 1024 bytes, Q, the stages of K and of V, and the barriers — Q full; K,
+    /// V full and empty a stage.
     static_assert(BLOCK_M * (HEAD_DIM + 8) * 2 <= 2 * STAGES * KVTile::BYTES,
                   "the epilogue stages O in K's and V's tiles");
 
@@ -242,7 +240,7 @@ struct MainloopSm90 {
         }
         __syncthreads();
         if (threadIdx.x / 128 == CONSUMERS) {
-            if constexpr (CONSUMERS > 1) kjit::setmaxnreg_dec<PRODUCER_REGISTERS>();
+            if constexpr (CONSUMERS > 1) kjit::setmaxnreg_dec<REGISTERS.producer>();
             if (threadIdx.x == 128 * CONSUMERS) {
                 kjit::prefetch_tensor_map(in.k);
                 kjit::prefetch_tensor_map(in.v);
@@ -250,7 +248,7 @@ struct MainloopSm90 {
             }
             return false;
         }
-        if constexpr (CONSUMERS > 1) kjit::setmaxnreg_inc<CONSUMER_REGISTERS>();
+        if constexpr (CONSUMERS > 1) kjit::setmaxnreg_inc<REGISTERS.consumer()>();
         consume(acc, w, kv_seq, c);
         // Every consumer's wgmma are done before the epilogue stages O over K's and V's tiles;
         // every copy the producer issued has landed (each was waited for).

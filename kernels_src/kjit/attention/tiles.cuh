@@ -26,7 +26,6 @@ struct Tiles {
     static constexpr int STRIDE = HEAD_DIM + 8;  // elements between shared rows
     static constexpr int CHUNKS = HEAD_DIM / 8;  // 16-byte pieces of a row
     static constexpr int Q_BYTES = BLOCK_M * STRIDE * 2, KV_BYTES = BLOCK_N * STRIDE * 2;
-    static constexpr int SHARED_BYTES = Q_BYTES + 4 * KV_BYTES;  // Q, K ×2, V ×2
     static_assert(BLOCK_M % 16 == 0 && BLOCK_N % 16 == 0 && HEAD_DIM % 16 == 0, "MMA shape multiples");
 
     /// The shared address of element (row, col) of the tile at `tile`.
