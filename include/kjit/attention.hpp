@@ -17,6 +17,8 @@
 
 namespace kjit {
 
+class DeviceSpan;  // kjit/driver.hpp
+
 /// One attention problem: q [batch, heads, seq, head_dim], k and v [batch, kv_heads, kv_seq,
 /// head_dim], o like q, lse [batch, heads, seq]. Query i sees keys j < kv_seq, and only j ≤ i
 /// when causal (torch's is_causal: the mask's diagonal starts at the first key, whatever the
@@ -217,5 +219,8 @@ struct AttentionCheck {
 /// f32 ↔ 16-bit storage (round to nearest even), how hosts fill and read f16 / bf16 tensors.
 [[nodiscard]] std::uint16_t to_16bit(float x, Scalar dtype);
 [[nodiscard]] float from_16bit(std::uint16_t bits, Scalar dtype);
+/// `host.size()` values of `type` (f32, f16 or bf16) from the start of `from`, as floats; 16-bit
+/// ones land in `host` and are widened there (no temporary). UsageError for other types.
+void download_as_f32(const DeviceSpan& from, Scalar type, std::span<float> host);
 
 }  // namespace kjit

@@ -2,7 +2,6 @@
 // kernel compiled (in parallel) and loaded, then run op by op or replayed as one CUDA graph.
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 
 #include <kjit/conv_tuner.hpp>
 
@@ -202,16 +201,7 @@ void LoadedModel::read_output(std::size_t i, const Stream& stream, std::span<flo
     stream.synchronize();  // the copy below runs on the legacy stream, which does not wait for it
     const Scalar type = impl_->plan.values()[impl_->plan.outputs()[i]].type;
     const DeviceSpan from(impl_->device, reinterpret_cast<std::uint64_t>(out.data), count * byte_size(type));
-    if (type == Scalar::f32) return from.download(host);
-    // f16 or bf16: into the span's first half, then widened in place, last first — float j
-    // overwrites 16-bit values 2j and 2j + 1, none of them still to be read.
-    const std::span<std::byte> bytes = std::as_writable_bytes(host);
-    from.download(bytes.first(count * 2));
-    for (std::size_t j = count; j-- > 0;) {
-        std::uint16_t bits = 0;
-        std::memcpy(&bits, bytes.data() + 2 * j, 2);
-        host[j] = from_16bit(bits, type);
-    }
+    download_as_f32(from, type, host);
 }
 
 std::vector<double> LoadedModel::node_times_ms(std::span<void* const> inputs, const Stream& stream, int iterations) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <kjit/driver.hpp>
 #include <kjit/error.hpp>
 
 #include "jit/parallel.hpp"
@@ -119,6 +121,21 @@ float from_16bit(std::uint16_t h, Scalar dtype) {
     if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -24);
     if (exponent == 31) return mantissa ? std::numeric_limits<float>::quiet_NaN() : sign * INFINITY;
     return sign * std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+}
+
+void download_as_f32(const DeviceSpan& from, Scalar type, std::span<float> host) {
+    if (type == Scalar::f32) return from.download(host);
+    if (type != Scalar::f16 && type != Scalar::bf16)
+        throw UsageError(fmt::format("download_as_f32 reads f32, f16 or bf16 values, not {}", short_name(type)));
+    // Into the span's first half, then widened in place, last first: float j overwrites 16-bit
+    // values 2j and 2j + 1, none of them still to be read.
+    const std::span<std::byte> bytes = std::as_writable_bytes(host);
+    from.download(bytes.first(host.size() * 2));
+    for (std::size_t j = host.size(); j-- > 0;) {
+        std::uint16_t bits = 0;
+        std::memcpy(&bits, bytes.data() + 2 * j, 2);
+        host[j] = from_16bit(bits, type);
+    }
 }
 
 namespace {
