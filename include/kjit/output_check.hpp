@@ -64,8 +64,9 @@ struct OutputCheck {
 /// Runs `op` once (compiled with `options` where given) on `inputs` and `params` (device memory)
 /// into a fresh output of `output_shape` — rows of op.forward_output_row_elems() elements of
 /// `output_type` (f32, f16 or bf16, widened to float to be read), `row_padding` elements of
-/// padding after each, a guard after the last, all NaN — and checks it against `reference`. An op with chained outputs (RuntimeOp::n_chained_outputs) writes them
-/// tight after the output, and `reference` holds them all in that order.
+/// padding after each, a guard after the last, all NaN — and checks it against `reference`. An
+/// op with chained outputs (RuntimeOp::n_chained_outputs) writes them tight after the output,
+/// and `reference` holds them all in that order.
 [[nodiscard]] OutputCheck checked_forward(const RuntimeOp& op, Runtime& runtime, const Stream& stream,
                                           std::span<const Tensor> inputs, std::span<void* const> params,
                                           ShapeView output_shape, std::span<const double> reference, double tolerance,

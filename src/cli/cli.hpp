@@ -149,9 +149,9 @@ struct ElementwiseCase {
 /// The elementwise op families kjit check runs, by kernel family name.
 [[nodiscard]] bool is_elementwise_family(std::string_view family);
 /// kjit check's cases of an elementwise family: its built-in shapes (one element, sizes off the
-/// block, several blocks' worth; a cast each pair of types), or the one input shape `given` names (NCHW: --batch --cin --hw;
-/// maxpool2d's window from --kernel-size, --stride and --pad; concat_channels' two inputs of
-/// --cin and --cout channels).
+/// block, several blocks' worth; a cast each pair of types), or the one input shape `given`
+/// names (NCHW: --batch --cin --hw; maxpool2d's window from --kernel-size, --stride and --pad;
+/// concat_channels' two inputs of --cin and --cout channels).
 [[nodiscard]] std::vector<ElementwiseCase> elementwise_check_cases(std::string_view family, const LayerOptions& given);
 
 /// The attention op's name on the command line (run, tune, check).
