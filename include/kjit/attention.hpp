@@ -19,6 +19,9 @@ namespace kjit {
 
 class DeviceSpan;  // kjit/driver.hpp
 
+/// How a tensor's dimensions lie in memory: [B, H, S, D] or [B, S, H, D], dense.
+enum class AttentionLayout { bhsd, bshd };
+
 /// One attention problem: q [batch, heads, seq, head_dim], k and v [batch, kv_heads, kv_seq,
 /// head_dim], o like q, lse [batch, heads, seq]. Query i sees keys j < kv_seq, and only j ≤ i
 /// when causal (torch's is_causal: the mask's diagonal starts at the first key, whatever the
@@ -39,11 +42,14 @@ struct AttentionShape {
     [[nodiscard]] int key_tiles(int block_n) const;
     /// Canonical text (the key of a tuned winner): "b2_h16_hk4_s1024_sk1024_d128_bf16_causal".
     [[nodiscard]] std::string key() const;
+    /// The problem as the kernels run it with tensors in `layout`. Without a causal mask, the
+    /// heads / kv_heads query heads that read one key/value head run as one head of their
+    /// (heads / kv_heads) · seq rows where those rows lie evenly apart ([B, H, S, D], or one query
+    /// a head): a block then reads each key tile once for the whole group, not once a query head,
+    /// which is what grouped-query decoding costs. Otherwise the problem itself.
+    [[nodiscard]] AttentionShape as_run(AttentionLayout layout) const;
     friend bool operator==(const AttentionShape&, const AttentionShape&) = default;
 };
-
-/// How a tensor's dimensions lie in memory: [B, H, S, D] or [B, S, H, D], dense.
-enum class AttentionLayout { bhsd, bshd };
 
 /// Element strides of a tensor's batch, head and row (its head dim is contiguous).
 struct AttentionStrides {
@@ -87,18 +93,20 @@ struct AttentionTiles {
     friend bool operator==(const AttentionTiles&, const AttentionTiles&) = default;
 };
 
-/// How many key shares (AttentionTiles::kv_splits) `tiles` should run `shape` in on a device
-/// with `traits`: 1 where the query tiles give half the multiprocessors a block or more; else
-/// enough blocks for one wave, at most 16, and at most one share per key tile where a head's
-/// queries do not fill a query tile (decoding), one per 16 key tiles where they do.
+/// How many key shares (AttentionTiles::kv_splits) `tiles` should run `shape` (tensors in
+/// `layout`) in on a device with `traits`: 1 where the query tiles (of shape.as_run(layout)) give
+/// half the multiprocessors a block or more; else enough blocks for one wave, at most 16, and at
+/// most one share per key tile where a head's queries do not fill a query tile (decoding), one
+/// per 16 key tiles where they do.
 [[nodiscard]] int attention_kv_splits(const AttentionShape& shape, const AttentionTiles& tiles,
-                                      const DeviceTraits& traits);
+                                      const DeviceTraits& traits, AttentionLayout layout = AttentionLayout::bhsd);
 
 /// The attention forward as an op: activations q, k, v in `layout` (shapes in that layout's
 /// order), output o in it too, and the log-sum-exp in parameter slot "lse" [B, H, S] (f32).
 /// Compiled for one dtype, head dim, causality and tile shape (kernels_src/
 /// flash_attention2_forward.cu, or flash_attention2_forward_sm90.cu for sm90 tiles); the sizes
-/// come with each call. Tiles with kv_splits > 1 make it two launches — the shares, then
+/// come with each call, and the kernel runs the problem as AttentionShape::as_run says (grouped
+/// query heads packed into one head's rows). Tiles with kv_splits > 1 make it two launches — the shares, then
 /// flash_attention2_combine.cu — and give it a second slot, "partials" [kv_splits, B·H·S,
 /// head_dim + 1] (f32), the workspace between them.
 class AttentionForwardOp final : public RuntimeOp {
@@ -123,6 +131,8 @@ public:
     [[nodiscard]] std::size_t n_activation_inputs() const override { return 3; }
     [[nodiscard]] const Kernel& kernel_for_launch(std::size_t launch) const override;
     void pack_args(const OpCall& call, ArgVisitor& visitor) const override;
+    /// Throws: the grid depends on k's heads too (grouped query heads are packed); see
+    /// grid_for_launch.
     [[nodiscard]] Dims grid(ShapeView output_shape) const override;
     [[nodiscard]] std::size_t n_launches() const override { return tiles_.kv_splits > 1 ? 2 : 1; }
     void pack_args_for_launch(std::size_t launch, const OpCall& call, ArgVisitor& visitor) const override;
@@ -150,9 +160,12 @@ private:
     std::unique_ptr<MapCache> maps_;
 };
 
-/// The tiles dispatch picks for `shape` on a device with `traits`, and why, in a sentence.
-[[nodiscard]] AttentionTiles dispatch_attention(const AttentionShape& shape, const DeviceTraits& traits);
-[[nodiscard]] std::string attention_dispatch_reason(const AttentionShape& shape, const DeviceTraits& traits);
+/// The tiles dispatch picks for `shape`, its tensors in `layout`, on a device with `traits`,
+/// and why, in a sentence.
+[[nodiscard]] AttentionTiles dispatch_attention(const AttentionShape& shape, const DeviceTraits& traits,
+                                                AttentionLayout layout = AttentionLayout::bhsd);
+[[nodiscard]] std::string attention_dispatch_reason(const AttentionShape& shape, const DeviceTraits& traits,
+                                                    AttentionLayout layout = AttentionLayout::bhsd);
 /// The tiles that run `shape` on a device named `device_name` under driver `driver`: the winner
 /// `kjit tune flash_attention2` stored in `cache` for it where one holds (timed on this kernel
 /// source, fitting the device), else dispatch's. `tuned` says which.
@@ -161,7 +174,8 @@ struct AttentionPick {
     bool tuned = false;
 };
 [[nodiscard]] AttentionPick pick_attention(const AttentionShape& shape, const DeviceTraits& traits,
-                                           const std::string& device_name, const std::string& driver, Cache& cache);
+                                           const std::string& device_name, const std::string& driver, Cache& cache,
+                                           AttentionLayout layout = AttentionLayout::bhsd);
 /// "BLOCK_M=128 BLOCK_N=64" (sm80) or "SM90=1 BLOCK_M=128 BLOCK_N=128", with " KV_SPLITS=8"
 /// where the keys are split, what `kjit run --config` and tuned winners hold; and back
 /// (UsageError for other text).

@@ -199,10 +199,11 @@ int run_attention(const Common& common, int batch, const AttentionOptions& o, co
     const DeviceTraits traits = DeviceTraits::of(device);
     Stream stream(device);
     const AttentionPick pick = given ? AttentionPick{*given, false}
-                                     : pick_attention(s, traits, device.name(), driver_version(), rt.cache());
+                                     : pick_attention(s, traits, device.name(), driver_version(), rt.cache(),
+                                                      layout_of(o));
     pick.tiles.validate(s.head_dim, traits);
-    const std::string why = attention_dispatch_reason(s, traits);
-    const AttentionTiles dispatch_tiles = dispatch_attention(s, traits);
+    const std::string why = attention_dispatch_reason(s, traits, layout_of(o));
+    const AttentionTiles dispatch_tiles = dispatch_attention(s, traits, layout_of(o));
     const std::string dispatched = attention_config(dispatch_tiles);
     const char* source = given ? "config" : pick.tuned ? "tuned" : "dispatch";
     std::string ran;
@@ -266,9 +267,9 @@ int tune_attention(const Common& common, int batch, const AttentionOptions& o, i
     std::vector<Candidate> timed;
     std::vector<std::string> refused;
     for (AttentionTiles tiles : AttentionTiles::configurations()) {
-        try {
+        try {  // each tile shape with the split it needs
             tiles.validate(s.head_dim, traits);
-            tiles.kv_splits = attention_kv_splits(s, tiles, traits);  // each tile shape with the split it needs
+            tiles.kv_splits = attention_kv_splits(s, tiles, traits, layout_of(o));
         } catch (const UsageError& e) {
             refused.push_back(e.what());
             continue;
@@ -330,6 +331,7 @@ const CheckProblem check_problems[] = {
     {{2, 4, 2, 300, 517, 128, false, Scalar::bf16}, AttentionLayout::bhsd, "ragged lengths, grouped heads"},
     {{2, 4, 4, 257, 257, 128, true, Scalar::f16}, AttentionLayout::bhsd, "causal, lengths off every tile"},
     {{1, 8, 8, 1, 1000, 64, false, Scalar::bf16}, AttentionLayout::bhsd, "one query, many keys"},
+    {{2, 8, 2, 1, 700, 128, false, Scalar::bf16}, AttentionLayout::bshd, "grouped heads of one query, packed"},
     {{1, 4, 2, 200, 90, 64, true, Scalar::f16}, AttentionLayout::bshd, "causal, fewer keys than queries, [B, S, H, D]"},
     {{2, 2, 2, 130, 130, 96, true, Scalar::bf16}, AttentionLayout::bhsd, "head dim 96"},
     {{1, 2, 2, 50, 0, 128, false, Scalar::bf16}, AttentionLayout::bshd, "no keys: O = 0, LSE = -inf"},

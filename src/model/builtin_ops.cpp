@@ -69,8 +69,8 @@ MadeOp make_attention(const NodeAttrs& a, const NodeInputs& in, const DeviceTrai
             fmt::format("attribute 'scale' is {}: it must be positive (leave it out for 1/sqrt(D))", scale));
     const AttentionShape shape = attention_shape(in.shapes, layout, dtype, causal);
     MadeOp m = made(
-        std::make_unique<AttentionForwardOp>(dtype, shape.head_dim, causal, dispatch_attention(shape, device), layout,
-                                             static_cast<float>(scale)),
+        std::make_unique<AttentionForwardOp>(dtype, shape.head_dim, causal, dispatch_attention(shape, device, layout),
+                                             layout, static_cast<float>(scale)),
         in);
     m.output_type = dtype;
     m.input_types.assign(3, dtype);

@@ -87,7 +87,7 @@ LoadedModel LoadedModel::load(ModelPlan planned, const Device& device, Runtime& 
         for (const auto& [node, shape] : attention) {
             const auto& op = dynamic_cast<const AttentionForwardOp&>(*planned.nodes()[node].op);
             const AttentionPick pick = pick_attention(shape, target.device, target.device_name, target.driver,
-                                                      runtime.cache());
+                                                      runtime.cache(), op.layout());
             if (pick.tuned && pick.tiles != op.tiles()) planned.replace_op(node, op.with_tiles(pick.tiles));
         }
     }

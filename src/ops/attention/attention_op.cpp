@@ -64,6 +64,17 @@ std::string AttentionShape::key() const {
                        short_name(dtype), causal ? "_causal" : "");
 }
 
+AttentionShape AttentionShape::as_run(AttentionLayout layout) const {
+    const int group = heads / kv_heads;
+    const bool rows_even = seq == 1 || layout == AttentionLayout::bhsd;  // a group's rows g·S + i, a row apart
+    if (causal || group == 1 || !rows_even || std::int64_t{group} * seq > std::numeric_limits<int>::max())
+        return *this;  // a causal mask needs each row's own query index: not packed
+    AttentionShape run = *this;
+    run.heads = kv_heads;
+    run.seq = group * seq;
+    return run;
+}
+
 AttentionStrides AttentionStrides::of(AttentionLayout layout, int heads, int seq, int head_dim) {
     const std::int64_t h = heads, s = seq, d = head_dim;
     if (layout == AttentionLayout::bshd) return {s * h * d, d, h * d};
@@ -213,11 +224,10 @@ struct MapPlan {
     }
 };
 
-/// A map over `heads` × `rows` rows of one tensor in `layout`: dims {D, rows, heads, batch},
-/// boxes of 64 columns (one 128-byte swizzled row) × `box_rows`.
+/// A map over `heads` × `rows` rows of one tensor, strided as `e` says: dims {D, rows, heads,
+/// batch}, boxes of 64 columns (one 128-byte swizzled row) × `box_rows`.
 TensorMap attention_map(const void* base, const AttentionShape& s, int heads, int rows, unsigned box_rows,
-                        AttentionLayout layout) {
-    const AttentionStrides e = AttentionStrides::of(layout, heads, rows, s.head_dim);
+                        const AttentionStrides& e) {
     const std::uint64_t dims[] = {static_cast<std::uint64_t>(s.head_dim),
                                   static_cast<std::uint64_t>(std::max(rows, 1)),  // no keys: never read
                                   static_cast<std::uint64_t>(heads), static_cast<std::uint64_t>(s.batch)};
@@ -237,6 +247,15 @@ struct CallMaps {
     MapPlan plan;
     TensorMap q, k, v;
 };
+
+/// q's (and o's) strides as the kernel reads them for `run` = s.as_run(layout): a packed group's
+/// rows g·S + i lie a row apart in [B, H, S, D] (a head is S rows), or a head apart with one query.
+AttentionStrides run_strides(const AttentionShape& s, const AttentionShape& run, AttentionLayout layout) {
+    const AttentionStrides q = AttentionStrides::of(layout, s.heads, s.seq, s.head_dim);
+    if (run.heads == s.heads) return q;
+    const std::int64_t group = s.heads / s.kv_heads;
+    return {q.batch, group * q.head, s.seq == 1 ? q.head : q.row};
+}
 }  // namespace
 
 class AttentionForwardOp::MapCache : public detail::TensorMapCache<MapPlan, CallMaps> {};
@@ -319,15 +338,18 @@ const Kernel& AttentionForwardOp::kernel_for_launch(std::size_t launch) const {
     return launch == 0 ? kernel_ : *combine_;
 }
 
-Dims AttentionForwardOp::grid(ShapeView out) const {
-    const std::size_t seq = layout_ == AttentionLayout::bhsd ? out[2] : out[1];
-    const std::size_t heads = layout_ == AttentionLayout::bhsd ? out[1] : out[2];
-    return {static_cast<unsigned>(ceil_div<std::size_t>(seq, tiles_.block_m)), static_cast<unsigned>(heads),
-            static_cast<unsigned>(out[0] * tiles_.kv_splits)};
+Dims AttentionForwardOp::grid(ShapeView) const {
+    throw UsageError(
+        "the attention grid depends on k's heads as well as o's shape (grouped query heads run packed): call "
+        "grid_for_launch(0, input_shapes, output_shape)");
 }
 
-Dims AttentionForwardOp::grid_for_launch(std::size_t launch, std::span<const ShapeView>, ShapeView out) const {
-    if (launch == 0) return grid(out);
+Dims AttentionForwardOp::grid_for_launch(std::size_t launch, std::span<const ShapeView> in, ShapeView out) const {
+    if (launch == 0) {  // a block a query tile of a (packed) head, a batch entry and a key share
+        const AttentionShape run = shape_of(in).as_run(layout_);
+        return {static_cast<unsigned>(ceil_div(run.seq, tiles_.block_m)), static_cast<unsigned>(run.heads),
+                static_cast<unsigned>(run.batch * tiles_.kv_splits)};
+    }
     const std::size_t rows = element_count(out) / static_cast<std::size_t>(head_dim_);  // a warp a row
     return {static_cast<unsigned>(ceil_div<std::size_t>(rows, block()[0] / 32)), 1, 1};
 }
@@ -363,15 +385,16 @@ void AttentionForwardOp::pack_args(const OpCall& call, ArgVisitor& visitor) cons
     aligned(call.inputs[1].data, "k");
     aligned(call.inputs[2].data, "v");
     aligned(call.output, "o");
-    const AttentionStrides q = AttentionStrides::of(layout_, s.heads, s.seq, head_dim_);
+    const AttentionShape run = s.as_run(layout_);
+    const AttentionStrides q = run_strides(s, run, layout_);
     const AttentionStrides kv = AttentionStrides::of(layout_, s.kv_heads, s.kv_seq, head_dim_);
     if (tiles_.sm90) {
         const MapPlan plan{call.inputs[0].data, call.inputs[1].data, call.inputs[2].data, s};
         const auto& maps = maps_->get(plan, [&](const MapPlan& p) {
             const auto box_m = static_cast<unsigned>(tiles_.block_m), box_n = static_cast<unsigned>(tiles_.block_n);
-            return CallMaps{p, attention_map(p.q, s, s.heads, s.seq, box_m, layout_),
-                            attention_map(p.k, s, s.kv_heads, s.kv_seq, box_n, layout_),
-                            attention_map(p.v, s, s.kv_heads, s.kv_seq, box_n, layout_)};
+            return CallMaps{p, attention_map(p.q, s, run.heads, run.seq, box_m, q),
+                            attention_map(p.k, s, s.kv_heads, s.kv_seq, box_n, kv),
+                            attention_map(p.v, s, s.kv_heads, s.kv_seq, box_n, kv)};
         });
         visitor.visit_tensor_map(maps.q);
         visitor.visit_tensor_map(maps.k);
@@ -382,7 +405,7 @@ void AttentionForwardOp::pack_args(const OpCall& call, ArgVisitor& visitor) cons
     visitor.visit_ptr(call.output);
     visitor.visit_ptr(non_null(call.params[0], "lse"));
     visitor.visit_ptr(tiles_.kv_splits > 1 ? non_null(call.params[1], "partials") : nullptr);
-    for (int v : {s.heads, s.kv_heads, s.seq, s.kv_seq, tiles_.kv_splits}) visitor.visit_i32(v);
+    for (int v : {run.heads, run.kv_heads, run.seq, run.kv_seq, tiles_.kv_splits}) visitor.visit_i32(v);
     visitor.visit_f32(scale_);
     const auto strides = [&](const AttentionStrides& t) {
         visitor.visit_i64(t.batch);
@@ -398,12 +421,12 @@ void AttentionForwardOp::pack_args_for_launch(std::size_t launch, const OpCall& 
     if (launch == 0) return pack_args(call, visitor);
     // The combine: the shares into o and lse.
     const std::array<ShapeView, 3> shapes{call.inputs[0].shape, call.inputs[1].shape, call.inputs[2].shape};
-    const AttentionShape s = shape_of(shapes);
-    const AttentionStrides o = AttentionStrides::of(layout_, s.heads, s.seq, head_dim_);
+    const AttentionShape s = shape_of(shapes), run = s.as_run(layout_);
+    const AttentionStrides o = run_strides(s, run, layout_);
     visitor.visit_ptr(non_null(call.params[1], "partials"));
     visitor.visit_ptr(call.output);
     visitor.visit_ptr(non_null(call.params[0], "lse"));
-    for (int v : {s.heads, s.seq, tiles_.kv_splits}) visitor.visit_i32(v);
+    for (int v : {run.heads, run.seq, tiles_.kv_splits}) visitor.visit_i32(v);
     visitor.visit_i64(std::int64_t{s.batch} * s.heads * s.seq);
     visitor.visit_i64(o.batch);
     visitor.visit_i64(o.head);

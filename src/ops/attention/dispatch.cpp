@@ -40,7 +40,9 @@ AttentionTiles fitted(int block_m, const AttentionShape& s, const DeviceTraits& 
 }
 }  // namespace
 
-int attention_kv_splits(const AttentionShape& s, const AttentionTiles& t, const DeviceTraits& traits) {
+int attention_kv_splits(const AttentionShape& shape, const AttentionTiles& t, const DeviceTraits& traits,
+                        AttentionLayout layout) {
+    const AttentionShape s = shape.as_run(layout);
     const long long grid = blocks(s, t.block_m);
     if (grid * 2 > traits.multiprocessors) return 1;  // at least half a wave already
     // Enough shares for about one wave. Where a head's queries do not fill one query tile
@@ -75,33 +77,41 @@ AttentionTiles unsplit_tiles(const AttentionShape& s, const DeviceTraits& traits
 }
 }  // namespace
 
-AttentionTiles dispatch_attention(const AttentionShape& s, const DeviceTraits& traits) {
-    s.validate();
+AttentionTiles dispatch_attention(const AttentionShape& shape, const DeviceTraits& traits, AttentionLayout layout) {
+    shape.validate();
     require(traits.arch.number() >= 80,
             "flash_attention2_forward needs sm_80 or newer (16-bit mma.sync); this device is {}", traits.arch.name());
-    // Few, short query tiles and many keys (decoding): the keys split over more blocks.
+    // The blocks the kernel runs: grouped query heads packed. Few, short query tiles and many keys
+    // (decoding): the keys split over more blocks.
+    const AttentionShape s = shape.as_run(layout);
     AttentionTiles t = unsplit_tiles(s, traits);
     t.kv_splits = attention_kv_splits(s, t, traits);
     t.validate(s.head_dim, traits);
     return t;
 }
 
-std::string attention_dispatch_reason(const AttentionShape& s, const DeviceTraits& traits) {
-    const AttentionTiles t = dispatch_attention(s, traits);
+std::string attention_dispatch_reason(const AttentionShape& shape, const DeviceTraits& traits, AttentionLayout layout) {
+    const AttentionTiles t = dispatch_attention(shape, traits, layout);
+    const AttentionShape s = shape.as_run(layout);
+    const std::string packed = s.heads == shape.heads ? std::string()
+                                                      : fmt::format(
+                                                            ", the {} query heads of each key/value head "
+                                                            "packed into one head of {} rows",
+                                                            shape.heads / shape.kv_heads, s.seq);
     if (t.sm90)
         return fmt::format(
             "TMA + wgmma mainloop (sm_90a), {} query rows a block, 64 a consumer warpgroup ({} blocks for {} "
-            "multiprocessors), {} keys a step at head_dim {}{}",
-            t.block_m, blocks(s, t.block_m), traits.multiprocessors, t.block_n, s.head_dim, splits_text(t));
+            "multiprocessors{}), {} keys a step at head_dim {}{}",
+            t.block_m, blocks(s, t.block_m), traits.multiprocessors, packed, t.block_n, s.head_dim, splits_text(t));
     return fmt::format(
-        "mma.sync m16n8k16 mainloop, {} query rows a block ({} blocks for {} multiprocessors), {} keys "
+        "mma.sync m16n8k16 mainloop, {} query rows a block ({} blocks for {} multiprocessors{}), {} keys "
         "a step at head_dim {}{}{}",
-        t.block_m, blocks(s, t.block_m), traits.multiprocessors, t.block_n, s.head_dim,
+        t.block_m, blocks(s, t.block_m), traits.multiprocessors, packed, t.block_n, s.head_dim,
         traits.hopper() ? " (the wgmma mainloop takes head dims 64 and 128 only)" : "", splits_text(t));
 }
 
 AttentionPick pick_attention(const AttentionShape& s, const DeviceTraits& traits, const std::string& device_name,
-                             const std::string& driver, Cache& cache) {
+                             const std::string& driver, Cache& cache, AttentionLayout layout) {
     const std::string key = s.key();
     for (const TunedConfig& winner :
          find_tuned(cache, std::string(attention_family), key, device_name, traits.arch.name(), driver)) {
@@ -119,7 +129,7 @@ AttentionPick pick_attention(const AttentionShape& s, const DeviceTraits& traits
                                      e.what()));
         }
     }
-    return {dispatch_attention(s, traits), false};
+    return {dispatch_attention(s, traits, layout), false};
 }
 
 }  // namespace kjit

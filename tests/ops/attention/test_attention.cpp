@@ -98,7 +98,7 @@ TEST_CASE("attention tiles: shared memory, the limits they are checked against, 
 }
 
 TEST_CASE("attention dispatch: whole multiprocessors busy, tiles that fit the device, sm_80 or newer") {
-    const AttentionShape big{.batch = 4, .heads = 16, .seq = 4096, .kv_seq = 4096, .head_dim = 128};
+    const AttentionShape big{.batch = 4, .heads = 16, .kv_heads = 16, .seq = 4096, .kv_seq = 4096, .head_dim = 128};
     // A 9.0 device: the wgmma mainloop where the head dim is 64 or 128; the sm80 one at 96.
     CHECK(dispatch_attention(big, h100) == AttentionTiles{128, 128, true});
     AttentionShape narrow = big, odd = big;
@@ -106,7 +106,8 @@ TEST_CASE("attention dispatch: whole multiprocessors busy, tiles that fit the de
     odd.head_dim = 96;
     // Head dim 64: three consumer warpgroups (192 rows) while 22 tiles × 16 heads × 4 fill 132 SMs.
     CHECK(dispatch_attention(narrow, h100) == AttentionTiles{192, 128, true});
-    const AttentionShape narrow_small{.batch = 1, .heads = 8, .seq = 1024, .kv_seq = 1024, .head_dim = 64};
+    const AttentionShape narrow_small{
+        .batch = 1, .heads = 8, .kv_heads = 8, .seq = 1024, .kv_seq = 1024, .head_dim = 64};
     // 48 blocks of 192 rows would not fill it; 64 of 128 fill half. Full query tiles: no split.
     CHECK(dispatch_attention(narrow_small, h100) == AttentionTiles{128, 128, true});
     CHECK(dispatch_attention(odd, h100) == AttentionTiles{128, 128});
@@ -116,18 +117,18 @@ TEST_CASE("attention dispatch: whole multiprocessors busy, tiles that fit the de
     CHECK(dispatch_attention(big, a100) == AttentionTiles{128, 64});
     CHECK(dispatch_attention(big, a6000) == AttentionTiles{128, 32});  // 99 KB of shared memory
     // 4 query tiles × 8 heads = 32 blocks of 128 rows would leave most of 108 SMs idle.
-    const AttentionShape small{.batch = 1, .heads = 8, .seq = 512, .kv_seq = 512, .head_dim = 128};
+    const AttentionShape small{.batch = 1, .heads = 8, .kv_heads = 8, .seq = 512, .kv_seq = 512, .head_dim = 128};
     CHECK(dispatch_attention(small, a100).block_m == 64);
     // Every pick fits the device it was made for.
     for (const DeviceTraits& t : {h100, a100, a6000})
         for (int d : {64, 96, 128})
             for (int seq : {1, 77, 1024, 8192}) {
-                const AttentionShape s{.batch = 2, .heads = 8, .seq = seq, .kv_seq = seq, .head_dim = d};
+                const AttentionShape s{.batch = 2, .heads = 8, .kv_heads = 8, .seq = seq, .kv_seq = seq, .head_dim = d};
                 CHECK(dispatch_attention(s, t).shared_bytes(d) <= static_cast<unsigned>(t.max_shared_bytes));
             }
     CHECK(says(attention_dispatch_reason(small, a100), "64 query rows a block (64 blocks for 108 multiprocessors)"));
     // Decoding: one query a head leaves most multiprocessors idle; the keys split to fill a wave.
-    const AttentionShape decode{.batch = 1, .heads = 8, .seq = 1, .kv_seq = 5000, .head_dim = 128};
+    const AttentionShape decode{.batch = 1, .heads = 8, .kv_heads = 8, .seq = 1, .kv_seq = 5000, .head_dim = 128};
     CHECK(dispatch_attention(decode, h100) == AttentionTiles{128, 128, true, 16});  // 132 / 8, at most 16
     CHECK(dispatch_attention(decode, a100) == AttentionTiles{64, 128, false, 13});  // 108 / 8
     CHECK(says(attention_dispatch_reason(decode, h100), "the keys split in 16 shares"));
@@ -139,7 +140,8 @@ TEST_CASE("attention dispatch: whole multiprocessors busy, tiles that fit the de
     few_keys.kv_seq = 0;
     CHECK(attention_kv_splits(few_keys, {128, 128, true}, h100) == 1);
     // A few heads of full query tiles: split only where each share keeps 16 key tiles or more.
-    AttentionShape prefill{.batch = 1, .heads = 8, .seq = 512, .kv_seq = 512, .head_dim = 128, .causal = true};
+    AttentionShape prefill{
+        .batch = 1, .heads = 8, .kv_heads = 8, .seq = 512, .kv_seq = 512, .head_dim = 128, .causal = true};
     CHECK(attention_kv_splits(prefill, {128, 128, true}, h100) == 1);  // 4 key tiles
     prefill.kv_seq = 100000;  // 512 queries against a long cache: 32 blocks, 4 fill a wave
     prefill.causal = false;
@@ -172,7 +174,7 @@ TEST_CASE("the attention op packs q, k, v, o, lse, the sizes and each tensor's s
     CHECK(op.compute_concrete_output_shape(shapes, {}) == q);
     CHECK(op.param_shapes(shapes, q) == std::vector<Shape>{{2, 8, 300}});
     CHECK(op.param_names().front() == "lse");
-    CHECK(op.grid(q) == Dims{3, 8, 2});
+    CHECK(op.grid_for_launch(0, shapes, q) == Dims{3, 8, 2});  // causal: the grouped heads run one by one
     void* lse = fake(0x5000);
     test::Recorder r;
     op.pack_args({in, std::span(&lse, 1), fake(0x4000), q, 64}, r);
@@ -201,7 +203,7 @@ TEST_CASE("the attention op packs q, k, v, o, lse, the sizes and each tensor's s
     const std::array<ShapeView, 3> shapes2{q2, kv2, kv2};
     CHECK(bshd.shape_of(shapes2) ==
           AttentionShape{.batch = 2, .heads = 8, .kv_heads = 2, .seq = 300, .kv_seq = 500, .head_dim = 128});
-    CHECK(bshd.grid(q2) == Dims{5, 8, 2});
+    CHECK(bshd.grid_for_launch(0, shapes2, q2) == Dims{5, 8, 2});  // a group's rows are not evenly apart
     test::Recorder r2;
     bshd.pack_args({in2, std::span(&lse, 1), fake(0x4000), q2, 128}, r2);
     CHECK(std::get<double>(r2.args[11]) == doctest::Approx(0.5));
@@ -213,6 +215,79 @@ TEST_CASE("the attention op packs q, k, v, o, lse, the sizes and each tensor's s
     CHECK(r2.i(23) == 8 * 128);
 }
 
+TEST_CASE("grouped query heads run packed: one head of a group's rows, K and V read once for the group") {
+    // [B, H, S, D] without a causal mask: head h = 4·hk + g's row i is row g·S + i of head hk.
+    const AttentionShape gqa{.batch = 2, .heads = 8, .kv_heads = 2, .seq = 3, .kv_seq = 700, .head_dim = 128};
+    CHECK(gqa.as_run(AttentionLayout::bhsd) ==
+          AttentionShape{.batch = 2, .heads = 2, .kv_heads = 2, .seq = 12, .kv_seq = 700, .head_dim = 128});
+    CHECK(gqa.as_run(AttentionLayout::bhsd).flops() == gqa.flops());
+    CHECK(gqa.as_run(AttentionLayout::bshd) == gqa);  // a group's rows lie two strides apart there
+    AttentionShape causal = gqa, one_query = gqa, own_heads = gqa;
+    causal.causal = true;  // the mask needs each row's own query index
+    CHECK(causal.as_run(AttentionLayout::bhsd) == causal);
+    one_query.seq = 1;  // one query a head: a group's rows are a head apart in either layout
+    CHECK(one_query.as_run(AttentionLayout::bshd).heads == 2);
+    CHECK(one_query.as_run(AttentionLayout::bshd).seq == 4);
+    own_heads.kv_heads = 8;
+    CHECK(own_heads.as_run(AttentionLayout::bhsd) == own_heads);
+
+    // The op: the grid, the sizes and q's and o's strides of the packed heads; lse and partials
+    // keep their [B, H, S] order, which the packed rows share.
+    const AttentionForwardOp bhsd(Scalar::bf16, 128, false, {64, 128, false, 2});
+    const Shape q{2, 8, 3, 128}, kv{2, 2, 700, 128};
+    const std::array<ShapeView, 3> shapes{q, kv, kv};
+    CHECK(bhsd.grid_for_launch(0, shapes, q) == Dims{1, 2, 2 * 2});  // 12 rows a packed head: one tile
+    CHECK(bhsd.param_shapes(shapes, q) == std::vector<Shape>{{2, 8, 3}, {2, 2 * 8 * 3, 129}});
+    CHECK(says(error_of([&] { (void)bhsd.grid(q); }), "call grid_for_launch"));
+    const std::array<Tensor, 3> in{Tensor{fake(0x1000), q}, Tensor{fake(0x2000), kv}, Tensor{fake(0x3000), kv}};
+    void* params[] = {fake(0x5000), fake(0x6000)};
+    test::Recorder forward;
+    bhsd.pack_args_for_launch(0, {in, params, fake(0x4000), q, 128}, forward);
+    CHECK(forward.i(6) == 2);   // heads: the packed ones
+    CHECK(forward.i(7) == 2);   // kv_heads
+    CHECK(forward.i(8) == 12);  // seq: 4 heads × 3 queries
+    CHECK(forward.i(9) == 700);
+    CHECK(forward.i(12) == 8 * 3 * 128);  // q: batch, packed head (4 heads), row
+    CHECK(forward.i(13) == 4 * 3 * 128);
+    CHECK(forward.i(14) == 128);
+    CHECK(forward.i(15) == 2 * 700 * 128);  // k unchanged
+    CHECK(forward.i(21) == 8 * 3 * 128);    // o like q
+    CHECK(forward.i(22) == 4 * 3 * 128);
+    CHECK(forward.i(23) == 128);
+    test::Recorder combine;
+    bhsd.pack_args_for_launch(1, {in, params, fake(0x4000), q, 128}, combine);
+    CHECK(combine.i(3) == 2);            // heads
+    CHECK(combine.i(4) == 12);           // seq
+    CHECK(combine.i(6) == 2 * 8 * 3);    // rows
+    CHECK(combine.i(8) == 4 * 3 * 128);  // o's packed head stride
+
+    // [B, S, H, D] with one query a head: a packed head's rows are q's heads, D apart.
+    const AttentionForwardOp bshd(Scalar::f16, 64, false, {128, 128}, AttentionLayout::bshd);
+    const Shape q1{3, 1, 32, 64}, kv1{3, 5000, 8, 64};
+    const std::array<ShapeView, 3> shapes1{q1, kv1, kv1};
+    CHECK(bshd.grid_for_launch(0, shapes1, q1) == Dims{1, 8, 3});
+    const std::array<Tensor, 3> in1{Tensor{fake(0x1000), q1}, Tensor{fake(0x2000), kv1}, Tensor{fake(0x3000), kv1}};
+    test::Recorder r1;
+    bshd.pack_args({in1, std::span(params, 1), fake(0x4000), q1, 64}, r1);
+    CHECK(r1.i(6) == 8);         // heads
+    CHECK(r1.i(8) == 4);         // seq: the group's 4 heads
+    CHECK(r1.i(12) == 32 * 64);  // o: batch, packed head (4 heads of 64), row (a head)
+    CHECK(r1.i(13) == 4 * 64);
+    CHECK(r1.i(14) == 64);
+
+    // Dispatch sizes the grid and the key shares by the packed blocks: 32 query heads of one
+    // query on 8 key/value heads make 8 blocks, split 16 ways (132 / 8) rather than 4 (132 / 32).
+    const AttentionShape decode{.batch = 1, .heads = 32, .kv_heads = 8, .seq = 1, .kv_seq = 8192, .head_dim = 128};
+    CHECK(dispatch_attention(decode, h100) == AttentionTiles{128, 128, true, 16});
+    CHECK(says(attention_dispatch_reason(decode, h100, AttentionLayout::bshd),
+               "(8 blocks for 132 multiprocessors, the 4 query heads of each key/value head packed into one head of 4 "
+               "rows)"));
+    AttentionShape causal_decode = decode;
+    causal_decode.causal = true;  // unpacked: 32 blocks; the one query sees one key
+    CHECK(dispatch_attention(causal_decode, h100).kv_splits == 1);
+    CHECK(attention_kv_splits(decode, {128, 128, true}, h100, AttentionLayout::bshd) == 16);
+}
+
 TEST_CASE("split-KV: the shares' workspace slot, a second launch that adds them up, the grid over shares") {
     const AttentionForwardOp op(Scalar::bf16, 128, false, {64, 128, false, 3}, AttentionLayout::bshd);
     const Shape q{2, 5, 8, 128}, kv{2, 700, 2, 128};  // [B, S, H, D]
@@ -222,7 +297,7 @@ TEST_CASE("split-KV: the shares' workspace slot, a second launch that adds them 
     CHECK(op.kernel_for_launch(1).id() == attention_combine_kernel(Scalar::bf16, 128).id());
     CHECK(std::ranges::equal(op.param_names(), std::vector<std::string_view>{"lse", "partials"}));
     CHECK(op.param_shapes(shapes, q) == std::vector<Shape>{{2, 8, 5}, {3, 2 * 8 * 5, 129}});
-    CHECK(op.grid(q) == Dims{1, 8, 2 * 3});                               // z: batch × shares
+    CHECK(op.grid_for_launch(0, shapes, q) == Dims{1, 8, 2 * 3});         // z: batch × shares
     CHECK(op.grid_for_launch(1, shapes, q) == Dims{(80 + 3) / 4, 1, 1});  // a warp a row, 4 warps a block
     CHECK(op.shared_bytes_for_launch(1) == 0);
     const std::array<Tensor, 3> in{Tensor{fake(0x1000), q}, Tensor{fake(0x2000), kv}, Tensor{fake(0x3000), kv}};
