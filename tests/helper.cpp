@@ -74,8 +74,9 @@ int main(int argc, char** argv) try {
             if (plan.nodes()[node].name != argv[5]) continue;
             const auto& attention = dynamic_cast<const kjit::AttentionForwardOp&>(*plan.nodes()[node].op);
             const auto op = attention.with_tiles(kjit::parse_attention_config(argv[6]));
-            kjit::store_tuned(cache, {std::string(kjit::attention_family), shape.key(), "NVIDIA H200", "sm_90",
-                                      "580.159.04", op->kernel().source_hash(), argv[6], 10.0});
+            kjit::store_tuned(
+                cache, {std::string(kjit::attention_family), kjit::attention_tuning_key(shape, attention.layout()),
+                        "NVIDIA H200", "sm_90", "580.159.04", op->kernel().source_hash(), argv[6], 10.0});
             return 0;
         }
         return 1;

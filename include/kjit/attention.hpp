@@ -166,8 +166,12 @@ private:
                                                 AttentionLayout layout = AttentionLayout::bhsd);
 [[nodiscard]] std::string attention_dispatch_reason(const AttentionShape& shape, const DeviceTraits& traits,
                                                     AttentionLayout layout = AttentionLayout::bhsd);
+/// The key `kjit tune flash_attention2` stores a winner for `shape` in `layout` under:
+/// shape.key(), with "_bshd" appended where [B, S, H, D] runs the problem otherwise than [B, H, S,
+/// D] does (grouped heads of several queries, which only [B, H, S, D] packs: AttentionShape::as_run).
+[[nodiscard]] std::string attention_tuning_key(const AttentionShape& shape, AttentionLayout layout);
 /// The tiles that run `shape` on a device named `device_name` under driver `driver`: the winner
-/// `kjit tune flash_attention2` stored in `cache` for it where one holds (timed on this kernel
+/// `kjit tune flash_attention2` stored in `cache` for it (attention_tuning_key) where one holds (timed on this kernel
 /// source, fitting the device), else dispatch's. `tuned` says which.
 struct AttentionPick {
     AttentionTiles tiles;

@@ -282,7 +282,7 @@ int tune_attention(const Common& common, int batch, const AttentionOptions& o, i
     const auto winner = std::ranges::find_if(timed, [](const Candidate& c) { return c.check.passed(); });
     if (winner != timed.end())
         store_tuned(rt.cache(), TunedConfig{.kernel = std::string(attention_family),
-                                            .shape = s.key(),
+                                            .shape = attention_tuning_key(s, layout_of(o)),
                                             .device = device.name(),
                                             .arch = traits.arch.name(),
                                             .driver = driver_version(),

@@ -90,7 +90,7 @@ CompileJobs graph_compile_jobs(const WarmOptions& o, std::span<const Arch> archs
             }
             for (const auto& [node, shape] : plan.attention_layers()) {  // attention's winners the same way
                 const auto& attention = dynamic_cast<const AttentionForwardOp&>(*plan.nodes()[node].op);
-                const std::string key = shape.key();
+                const std::string key = attention_tuning_key(shape, attention.layout());
                 for (const TunedConfig& w : winners) {
                     if (w.kernel != attention_family || w.shape != key || w.arch != device.arch.name()) continue;
                     try {

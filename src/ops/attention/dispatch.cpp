@@ -110,9 +110,14 @@ std::string attention_dispatch_reason(const AttentionShape& shape, const DeviceT
         traits.hopper() ? " (the wgmma mainloop takes head dims 64 and 128 only)" : "", splits_text(t));
 }
 
+std::string attention_tuning_key(const AttentionShape& s, AttentionLayout layout) {
+    const bool runs_apart = s.as_run(layout) != s.as_run(AttentionLayout::bhsd);
+    return runs_apart ? s.key() + "_bshd" : s.key();
+}
+
 AttentionPick pick_attention(const AttentionShape& s, const DeviceTraits& traits, const std::string& device_name,
                              const std::string& driver, Cache& cache, AttentionLayout layout) {
-    const std::string key = s.key();
+    const std::string key = attention_tuning_key(s, layout);
     for (const TunedConfig& winner :
          find_tuned(cache, std::string(attention_family), key, device_name, traits.arch.name(), driver)) {
         try {

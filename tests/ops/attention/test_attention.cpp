@@ -10,6 +10,7 @@
 #include <kjit/attention.hpp>
 #include <kjit/compile.hpp>
 #include <kjit/registry.hpp>
+#include <kjit/tuning.hpp>
 
 #include "ops/op_test_support.hpp"
 #include "support.hpp"
@@ -286,6 +287,31 @@ TEST_CASE("grouped query heads run packed: one head of a group's rows, K and V r
     causal_decode.causal = true;  // unpacked: 32 blocks; the one query sees one key
     CHECK(dispatch_attention(causal_decode, h100).kv_splits == 1);
     CHECK(attention_kv_splits(decode, {128, 128, true}, h100, AttentionLayout::bshd) == 16);
+}
+
+TEST_CASE("tuned attention winners are keyed by what the kernels run: [B, S, H, D] apart where it does not pack") {
+    const AttentionShape chunk{.batch = 1, .heads = 32, .kv_heads = 8, .seq = 4, .kv_seq = 4096, .head_dim = 128};
+    CHECK(attention_tuning_key(chunk, AttentionLayout::bhsd) == chunk.key());
+    CHECK(attention_tuning_key(chunk, AttentionLayout::bshd) == chunk.key() + "_bshd");  // run unpacked there
+    AttentionShape one_query = chunk, causal = chunk;
+    one_query.seq = 1;  // packed in either layout: one key
+    CHECK(attention_tuning_key(one_query, AttentionLayout::bshd) == one_query.key());
+    causal.causal = true;  // packed in neither
+    CHECK(attention_tuning_key(causal, AttentionLayout::bshd) == causal.key());
+
+    // pick_attention finds a winner under its layout's key only.
+    test::TempDir dir;
+    Cache cache(dir.path());
+    const AttentionTiles stored{64, 128, false, 4};
+    const AttentionForwardOp op(chunk.dtype, chunk.head_dim, chunk.causal, stored, AttentionLayout::bshd);
+    store_tuned(cache, {std::string(attention_family), attention_tuning_key(chunk, AttentionLayout::bshd),
+                        "NVIDIA H100", "sm_90", "580", op.kernel().source_hash(), attention_config(stored), 30.0});
+    const AttentionPick bshd = pick_attention(chunk, h100, "NVIDIA H100", "580", cache, AttentionLayout::bshd);
+    CHECK(bshd.tuned);
+    CHECK(bshd.tiles == stored);
+    const AttentionPick bhsd = pick_attention(chunk, h100, "NVIDIA H100", "580", cache, AttentionLayout::bhsd);
+    CHECK_FALSE(bhsd.tuned);
+    CHECK(bhsd.tiles == dispatch_attention(chunk, h100, AttentionLayout::bhsd));
 }
 
 TEST_CASE("split-KV: the shares' workspace slot, a second launch that adds them up, the grid over shares") {
