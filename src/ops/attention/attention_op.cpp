@@ -66,9 +66,10 @@ std::string AttentionShape::key() const {
 
 AttentionShape AttentionShape::as_run(AttentionLayout layout) const {
     const int group = heads / kv_heads;
-    const bool rows_even = seq == 1 || layout == AttentionLayout::bhsd;  // a group's rows g·S + i, a row apart
-    if (causal || group == 1 || !rows_even || std::int64_t{group} * seq > std::numeric_limits<int>::max())
-        return *this;  // a causal mask needs each row's own query index: not packed
+    // Not packed: under a causal mask (it needs each row's own query index), where a group's rows
+    // g·S + i do not lie a row apart ([B, S, H, D] with several queries), or past an int of rows.
+    const bool rows_even = seq == 1 || layout == AttentionLayout::bhsd;
+    if (causal || group == 1 || !rows_even || std::int64_t{group} * seq > std::numeric_limits<int>::max()) return *this;
     AttentionShape run = *this;
     run.heads = kv_heads;
     run.seq = group * seq;
