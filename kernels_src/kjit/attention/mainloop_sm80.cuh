@@ -71,7 +71,7 @@ struct MainloopSm80 {
         const T* k = in.k + w.batch * in.ks.batch + w.kv_head * in.ks.head;
         const T* v = in.v + w.batch * in.vs.batch + w.kv_head * in.vs.head;
         const long long q_row = in.qs.row, k_row = in.ks.row, v_row = in.vs.row;
-        const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, kv_seq);
+        const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, seq, kv_seq);
         acc.clear();
 
         // Q first, in a group of its own: its fragments are read once, before the pass.

@@ -8,7 +8,8 @@
 // the next tile's S and this tile's P·V are issued together and the softmax of the next tile
 // runs while P·V is in flight: O is rescaled only once P·V has landed. Across warpgroups, they
 // take turns issuing (ping-pong): while one's matmuls hold the tensor cores the others run their
-// softmax.
+// softmax. A warpgroup whose rows see fewer of the block's key tiles (under the causal mask, or
+// rows past the queries' end) computes only those, and leaves the tensor cores to the others.
 #pragma once
 #include "kjit/attention/online_softmax.cuh"
 #include "kjit/attention/tile_scheduler.cuh"
@@ -87,9 +88,9 @@ struct MainloopSm90 {
 
     /// The producer's thread: Q, then K and V of each key tile once the consumers freed the stage
     /// (a fresh barrier's "previous" phase counts as complete, so the first pass does not wait).
-    __device__ __forceinline__ void produce(const TensorMaps& in, const Work& w, int kv_seq) const
+    __device__ __forceinline__ void produce(const TensorMaps& in, const Work& w, int seq, int kv_seq) const
     {
-        const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, kv_seq);
+        const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, seq, kv_seq);
         if (tiles.count() == 0) return;
         kjit::mbarrier_arrive_expect_tx(q_full(), QTile::BYTES);
         QTile::load(q_tile, in.q, w.m0, w.head, w.batch, q_full());
@@ -148,12 +149,14 @@ struct MainloopSm90 {
     }
 
     /// The consumers' turns at issuing matmuls, round robin: warpgroup i waits on barrier
-    /// FIRST_TURN + i, which the one before it arrives on once it has issued. The last starts
-    /// the round (an arrival the first's first turn takes) and makes no arrival after its last
-    /// turn, so every barrier's arrivals match its waits. Barrier 1 closes the pass.
+    /// FIRST_TURN + i, which the one before it arrives on once it has issued. Each takes a pass's
+    /// count of turns (a tile's scores, then a tile's scores and the one before's values, the last
+    /// values: the block's tiles + 1) whatever its own rows see; the last starts the round (an
+    /// arrival the first's first turn takes) and makes no arrival after its last turn, so every
+    /// barrier's arrivals match its waits. Barrier 1 closes the pass.
     struct Turns {
         static constexpr int FIRST_TURN = 2;
-        int consumer;
+        int consumer, left;
         __device__ __forceinline__ void begin_round() const
         {
             if (CONSUMERS > 1 && consumer == CONSUMERS - 1) kjit::named_barrier_arrive(FIRST_TURN, 256);
@@ -162,22 +165,47 @@ struct MainloopSm90 {
         {
             if (CONSUMERS > 1) kjit::named_barrier_sync(FIRST_TURN + consumer, 256);
         }
-        __device__ __forceinline__ void pass(bool last) const
+        __device__ __forceinline__ void pass()
         {
-            if (CONSUMERS > 1 && !(last && consumer == CONSUMERS - 1))
+            --left;
+            if (CONSUMERS > 1 && !(left == 0 && consumer == CONSUMERS - 1))
                 kjit::named_barrier_arrive(FIRST_TURN + (consumer + 1) % CONSUMERS, 256);
         }
     };
 
-    /// A consumer warpgroup's pass over the block's key tiles for its rows; S_i is the pass's
-    /// i-th tile's scores (key tile begin + i).
-    __device__ __forceinline__ void consume(Accumulator<HEAD_DIM>& acc, const Work& w, int kv_seq, float c) const
+    /// A consumer warpgroup's pass over the key tiles its rows see, S_i the pass's i-th tile's
+    /// scores (key tile begin + i); then the block's tiles its rows do not see (causal, or rows
+    /// past the queries' end), each only waited for and released, so that the producer's
+    /// barriers and the others' turns count the same.
+    __device__ __forceinline__ void consume(Accumulator<HEAD_DIM>& acc, const Work& w, int seq, int kv_seq,
+                                            float c) const
     {
-        const int row0 = w.m0 + threadIdx.x / 32 * 16 + threadIdx.x % 32 / 4;
-        const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, kv_seq);
+        const int consumer = threadIdx.x / 128, row0 = w.m0 + threadIdx.x / 32 * 16 + threadIdx.x % 32 / 4;
+        const int n = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, seq, kv_seq).count();
+        const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, seq, kv_seq, w.m0 + 64 * consumer, 64);
         acc.clear();
-        const int n = tiles.count();
         if (n == 0) return;
+        Turns turns{consumer, n + 1};
+        turns.begin_round();
+        const int seen = tiles.count();
+        if (seen > 0) attend(acc, tiles, turns, row0, kv_seq, c);
+        for (int i = seen; i < n; ++i) {
+            turns.wait();
+            turns.pass();
+            const Slot slot(i);
+            kjit::mbarrier_wait(k_full(slot.stage), slot.phase);
+            release(k_empty(slot.stage));
+            kjit::mbarrier_wait(v_full(slot.stage), slot.phase);
+            release(v_empty(slot.stage));
+        }
+        if (turns.left > 0) turns.wait(), turns.pass();  // rows that see no tile: n tiles, n + 1 turns
+    }
+
+    /// The matmuls and the softmax of the tiles a consumer's rows see, `tiles.count()` + 1 turns.
+    __device__ __forceinline__ void attend(Accumulator<HEAD_DIM>& acc, const KeyTiles& tiles, Turns& turns, int row0,
+                                           int kv_seq, float c) const
+    {
+        const int n = tiles.count();
         float s[N8][4], rescale[2];
         unsigned p[BLOCK_N / 16][4];
         // S_i to P_i in the registers p: masked where a row sees a key it must not.
@@ -189,12 +217,10 @@ struct MainloopSm90 {
         auto to_fragments = [&] {
             for (int kk = 0; kk < BLOCK_N / 16; ++kk) p_fragment<T>(p[kk], s, kk);
         };
-        const Turns turns{static_cast<int>(threadIdx.x / 128)};
-        turns.begin_round();
         kjit::mbarrier_wait(q_full(), 0);
         turns.wait();
         issue_scores(s, 0);
-        turns.pass(false);
+        turns.pass();
         kjit::wgmma_wait<0>();
         fence_registers(s);
         release(k_empty(0));
@@ -204,7 +230,7 @@ struct MainloopSm90 {
             turns.wait();
             issue_scores(s, i);
             issue_values(acc, p, i - 1);
-            turns.pass(false);
+            turns.pass();
             kjit::wgmma_wait<1>();  // S_i is in; P_{i−1}·V_{i−1} may still run
             fence_registers(s);
             release(k_empty(Slot(i).stage));
@@ -217,7 +243,7 @@ struct MainloopSm90 {
         }
         turns.wait();
         issue_values(acc, p, n - 1);
-        turns.pass(true);
+        turns.pass();
         kjit::wgmma_wait<0>();
         fence_registers(acc.o);
         release(v_empty(Slot(n - 1).stage));
@@ -225,7 +251,7 @@ struct MainloopSm90 {
 
     /// The whole pass for the block's query rows w.m0 … w.m0 + BLOCK_M − 1 of one head. Consumer
     /// threads return true with their rows' O, m and l; the producer's return false.
-    __device__ __forceinline__ bool run(Accumulator<HEAD_DIM>& acc, const TensorMaps& in, const Work& w, int,
+    __device__ __forceinline__ bool run(Accumulator<HEAD_DIM>& acc, const TensorMaps& in, const Work& w, int seq,
                                         int kv_seq, float c) const
     {
         if (threadIdx.x == 0) {
@@ -244,12 +270,12 @@ struct MainloopSm90 {
             if (threadIdx.x == 128 * CONSUMERS) {
                 kjit::prefetch_tensor_map(in.k);
                 kjit::prefetch_tensor_map(in.v);
-                produce(in, w, kv_seq);
+                produce(in, w, seq, kv_seq);
             }
             return false;
         }
         if constexpr (CONSUMERS > 1) kjit::setmaxnreg_inc<REGISTERS.consumer()>();
-        consume(acc, w, kv_seq, c);
+        consume(acc, w, seq, kv_seq, c);
         // Every consumer's wgmma are done before the epilogue stages O over K's and V's tiles;
         // every copy the producer issued has landed (each was waited for).
         kjit::named_barrier_sync(1, 128 * CONSUMERS);

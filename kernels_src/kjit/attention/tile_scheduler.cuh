@@ -1,7 +1,8 @@
 // The attention tile scheduler: which BLOCK_M query rows of which head a block computes, which
 // key/value head serves it (grouped-query attention), and which key tiles it visits — all of
 // them, or with split-KV (few query tiles, many keys) its share, the combine kernel
-// (flash_attention2_combine.cu) adding the shares up.
+// (flash_attention2_combine.cu) adding the shares up — and of those, which a range of its rows
+// sees (a Hopper consumer warpgroup's).
 #pragma once
 
 namespace attention {
@@ -30,14 +31,26 @@ struct KeyTiles {
     int begin, end, first_masked;
     __device__ __forceinline__ int count() const { return end - begin; }
 };
+
+/// The part of the block's share that its rows row0 … row0 + rows − 1 see (a Hopper consumer
+/// warpgroup's): none where they start past the queries' end; under the causal mask, the tiles up
+/// to their last row's diagonal, and masking from their first row's on.
 template <int BLOCK_M, int BLOCK_N, bool CAUSAL>
-__device__ __forceinline__ KeyTiles key_tiles(const Work& w, int kv_seq)
+__device__ __forceinline__ KeyTiles key_tiles(const Work& w, int seq, int kv_seq, int row0, int rows)
 {
-    const int last = CAUSAL ? min(kv_seq, w.m0 + BLOCK_M) : kv_seq;  // keys the last row sees
-    const int full = CAUSAL ? min(kv_seq, w.m0 + 1) : kv_seq;        // keys every row sees
-    const int count = (last + BLOCK_N - 1) / BLOCK_N, share = (count + w.splits - 1) / w.splits;
-    const int begin = min(count, w.split * share);
-    return {begin, min(count, begin + share), full / BLOCK_N};
+    const auto seen = [&](int row) { return CAUSAL ? min(kv_seq, row + 1) : kv_seq; };  // keys a row sees
+    const int count = (seen(min(seq, w.m0 + BLOCK_M) - 1) + BLOCK_N - 1) / BLOCK_N;
+    const int share = (count + w.splits - 1) / w.splits, begin = min(count, w.split * share);
+    const int end = min(count, begin + share), last = min(seq, row0 + rows) - 1;
+    if (last < row0) return {begin, begin, begin};
+    return {begin, min(end, (seen(last) + BLOCK_N - 1) / BLOCK_N), seen(row0) / BLOCK_N};
+}
+
+/// The block's share: what its producer loads.
+template <int BLOCK_M, int BLOCK_N, bool CAUSAL>
+__device__ __forceinline__ KeyTiles key_tiles(const Work& w, int seq, int kv_seq)
+{
+    return key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, seq, kv_seq, w.m0, BLOCK_M);
 }
 
 }  // namespace attention
