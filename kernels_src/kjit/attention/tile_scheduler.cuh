@@ -4,6 +4,7 @@
 // (flash_attention2_combine.cu) adding the shares up — and of those, which a range of its rows
 // sees (a Hopper consumer warpgroup's).
 #pragma once
+#include "kjit/ceil_div.cuh"
 
 namespace attention {
 
@@ -39,11 +40,11 @@ template <int BLOCK_M, int BLOCK_N, bool CAUSAL>
 __device__ __forceinline__ KeyTiles key_tiles(const Work& w, int seq, int kv_seq, int row0, int rows)
 {
     const auto seen = [&](int row) { return CAUSAL ? min(kv_seq, row + 1) : kv_seq; };  // keys a row sees
-    const int count = (seen(min(seq, w.m0 + BLOCK_M) - 1) + BLOCK_N - 1) / BLOCK_N;
-    const int share = (count + w.splits - 1) / w.splits, begin = min(count, w.split * share);
+    const int count = kjit::ceil_div(seen(min(seq, w.m0 + BLOCK_M) - 1), BLOCK_N);
+    const int share = kjit::ceil_div(count, w.splits), begin = min(count, w.split * share);
     const int end = min(count, begin + share), last = min(seq, row0 + rows) - 1;
     if (last < row0) return {begin, begin, begin};
-    return {begin, min(end, (seen(last) + BLOCK_N - 1) / BLOCK_N), seen(row0) / BLOCK_N};
+    return {begin, min(end, kjit::ceil_div(seen(last), BLOCK_N)), seen(row0) / BLOCK_N};
 }
 
 /// The block's share: what its producer loads.
