@@ -24,7 +24,8 @@ struct KeyTiles {
 
 /// The part of the block's share that its rows row0 … row0 + rows − 1 see (a Hopper consumer
 /// warpgroup's): none where they start past the queries' end; under the causal mask, the tiles up
-/// to their last row's diagonal, and masking from their first row's on.
+/// to their last row's diagonal — none where that lies before the share — and masking from their
+/// first row's on.
 template <int BLOCK_M, int BLOCK_N, bool CAUSAL>
 constexpr KeyTiles key_tiles(const Work& w, int seq, int kv_seq, int row0, int rows)
 {
@@ -34,7 +35,8 @@ constexpr KeyTiles key_tiles(const Work& w, int seq, int kv_seq, int row0, int r
     const int share = kjit::ceil_div(count, w.splits), begin = least(count, w.split * share);
     const int end = least(count, begin + share), last = least(seq, row0 + rows) - 1;
     if (last < row0) return {begin, begin, begin};
-    return {begin, least(end, kjit::ceil_div(seen(last), BLOCK_N)), seen(row0) / BLOCK_N};
+    const int sees = kjit::ceil_div(seen(last), BLOCK_N);
+    return {begin, sees < begin ? begin : least(end, sees), seen(row0) / BLOCK_N};
 }
 
 /// The block's share: what its producer loads.

@@ -1,17 +1,23 @@
 // The attention op without a GPU: the problem's checks, tiles, dispatch, how a call's tensors
 // become the kernel's arguments, the float64 reference on cases worked by hand, the host's
-// 16-bit conversions, and every shipped configuration through NVRTC.
+// 16-bit conversions, which key tiles a block and a Hopper consumer warpgroup visit
+// (kjit/attention/key_tiles.cuh, the kernels' own definition), and every shipped configuration
+// through NVRTC.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+
+#include <fmt/format.h>
 
 #include <kjit/attention.hpp>
 #include <kjit/compile.hpp>
 #include <kjit/registry.hpp>
 #include <kjit/tuning.hpp>
 
+#include "kjit/attention/key_tiles.cuh"
 #include "ops/op_test_support.hpp"
 #include "support.hpp"
 
@@ -312,6 +318,84 @@ TEST_CASE("tuned attention winners are keyed by what the kernels run: [B, S, H, 
     const AttentionPick bhsd = pick_attention(chunk, h100, "NVIDIA H100", "580", cache, AttentionLayout::bhsd);
     CHECK_FALSE(bhsd.tuned);
     CHECK(bhsd.tiles == dispatch_attention(chunk, h100, AttentionLayout::bhsd));
+}
+
+namespace {
+/// key_tiles<BLOCK_M, BLOCK_N, CAUSAL> against the rows and keys themselves, for every query tile
+/// and share of `cases`: the shares split the tiles some row of the block sees, in order; the
+/// tiles before first_masked hold no key any row must not see, and the one at it does; a range of
+/// 64 rows (a Hopper consumer's) starts where its block's share does and ends after the last
+/// tile of it that one of its rows sees — never before it starts. Returns the first violation.
+template <int BLOCK_M, int BLOCK_N, bool CAUSAL>
+std::string key_tiles_violation() {
+    using attention::key_tiles;
+    for (const int seq : {1, 5, 63, 64, 65, 130, 200, 333, 700})
+        for (const int kv_seq : {0, 1, 63, 64, 100, 129, 300, 900})
+            for (const int splits : {1, 2, 3, 5, 8})
+                for (int m0 = 0; m0 < seq; m0 += BLOCK_M) {
+                    const auto seen = [&](int row) { return CAUSAL ? std::min(kv_seq, row + 1) : kv_seq; };
+                    const auto tiles_seen = [&](int row) { return (seen(row) + BLOCK_N - 1) / BLOCK_N; };
+                    // A range's tiles all seen by each of its rows, and the tiles one of its rows sees.
+                    const auto unmasked = [&](int first, int last, int tile) {
+                        for (int r = first; r <= last; ++r)
+                            if ((tile + 1) * BLOCK_N > seen(r)) return false;
+                        return true;
+                    };
+                    const auto most_seen = [&](int first, int last) {
+                        int most = 0;
+                        for (int r = first; r <= last; ++r) most = std::max(most, tiles_seen(r));
+                        return most;
+                    };
+                    const int last_row = std::min(seq, m0 + BLOCK_M) - 1;
+                    const std::string at = fmt::format(
+                        "BLOCK_M={} BLOCK_N={} causal={} seq={} kv_seq={} splits={} m0={}", BLOCK_M, BLOCK_N, CAUSAL,
+                        seq, kv_seq, splits, m0);
+                    int next = 0;
+                    for (int split = 0; split < splits; ++split) {
+                        const attention::Work w{m0, 0, 0, 0, split, splits};
+                        const attention::KeyTiles block = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, seq, kv_seq);
+                        const std::string here = fmt::format("{} split={}: [{}, {}) masked from {}", at, split,
+                                                             block.begin, block.end, block.first_masked);
+                        if (block.begin != next || block.end < block.begin) return here + ": not the next share";
+                        next = block.end;
+                        for (int t = block.begin; t < std::min(block.end, block.first_masked); ++t)
+                            if (!unmasked(m0, last_row, t)) return here + fmt::format(": tile {} needs the mask", t);
+                        if (block.first_masked >= block.begin && block.first_masked < block.end &&
+                            unmasked(m0, last_row, block.first_masked))
+                            return here + ": masked from a tile every row sees whole";
+                        for (int row0 = m0; BLOCK_M % 64 == 0 && row0 < m0 + BLOCK_M; row0 += 64) {
+                            const attention::KeyTiles rows = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, seq, kv_seq, row0,
+                                                                                                 64);
+                            const int last = std::min(seq, row0 + 64) - 1;
+                            const int want = last < row0 ? block.begin
+                                                         : std::clamp(most_seen(row0, last), block.begin, block.end);
+                            const std::string range = fmt::format("{}, rows from {}: [{}, {}) masked from {}", here,
+                                                                  row0, rows.begin, rows.end, rows.first_masked);
+                            if (rows.begin != block.begin || rows.end != want)
+                                return range + fmt::format(": should be [{}, {})", block.begin, want);
+                            for (int t = rows.begin; last >= row0 && t < std::min(rows.end, rows.first_masked); ++t)
+                                if (!unmasked(row0, last, t)) return range + fmt::format(": tile {} needs the mask", t);
+                        }
+                    }
+                    if (next != most_seen(m0, last_row)) return at + fmt::format(": the shares end at {}", next);
+                }
+    return {};
+}
+}  // namespace
+
+TEST_CASE("key tiles: a block's shares, where its mask starts, and the part a Hopper consumer's rows see") {
+    CHECK(key_tiles_violation<64, 32, false>() == "");
+    CHECK(key_tiles_violation<64, 64, true>() == "");
+    CHECK(key_tiles_violation<64, 128, true>() == "");
+    CHECK(key_tiles_violation<128, 32, true>() == "");
+    CHECK(key_tiles_violation<128, 64, false>() == "");
+    CHECK(key_tiles_violation<128, 64, true>() == "");
+    CHECK(key_tiles_violation<128, 128, false>() == "");
+    CHECK(key_tiles_violation<128, 128, true>() == "");
+    CHECK(key_tiles_violation<192, 64, false>() == "");
+    CHECK(key_tiles_violation<192, 64, true>() == "");
+    CHECK(key_tiles_violation<192, 128, false>() == "");
+    CHECK(key_tiles_violation<192, 128, true>() == "");
 }
 
 TEST_CASE("split-KV: the shares' workspace slot, a second launch that adds them up, the grid over shares") {
