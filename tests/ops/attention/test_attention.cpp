@@ -334,7 +334,7 @@ std::string key_tiles_violation() {
             for (const int splits : {1, 2, 3, 5, 8})
                 for (int m0 = 0; m0 < seq; m0 += BLOCK_M) {
                     const auto seen = [&](int row) { return CAUSAL ? std::min(kv_seq, row + 1) : kv_seq; };
-                    const auto tiles_seen = [&](int row) { return (seen(row) + BLOCK_N - 1) / BLOCK_N; };
+                    const auto tiles_seen = [&](int row) { return kjit::ceil_div(seen(row), BLOCK_N); };
                     // A range's tiles all seen by each of its rows, and the tiles one of its rows sees.
                     const auto unmasked = [&](int first, int last, int tile) {
                         for (int r = first; r <= last; ++r)
