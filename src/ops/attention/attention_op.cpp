@@ -4,6 +4,7 @@
 #include <kjit/attention.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -98,7 +99,7 @@ unsigned AttentionTiles::threads() const {
 
 unsigned AttentionTiles::shared_bytes(int head_dim) const {
     // sm90 (kjit/attention/mainloop_sm90.cuh): alignment slack, 9 mbarriers of 8 bytes.
-    if (sm90) return static_cast<unsigned>(1024 + (block_m + 4 * block_n) * head_dim * 2 + 8 * 9);
+    if (sm90) return static_cast<unsigned>(1024 + (2 * block_m + 4 * block_n) * head_dim * 2 + 8 * 12);
     return static_cast<unsigned>((block_m + 4 * block_n) * (head_dim + 8) * 2);
 }
 
@@ -181,6 +182,7 @@ Kernel attention_kernel(Scalar dtype, int head_dim, bool causal, AttentionTiles 
     params.push_back({"o", t});
     params.push_back({"lse", {Scalar::f32, true}});
     params.push_back({"partials", {Scalar::f32, true}});
+    if (tiles.sm90) params.push_back({"batch", {Scalar::i32}});
     for (const char* n : {"heads", "kv_heads", "seq", "kv_seq", "kv_splits"}) params.push_back({n, {Scalar::i32}});
     params.push_back({"scale", {Scalar::f32}});
     if (!tiles.sm90)
@@ -348,6 +350,12 @@ Dims AttentionForwardOp::grid(ShapeView) const {
 Dims AttentionForwardOp::grid_for_launch(std::size_t launch, std::span<const ShapeView> in, ShapeView out) const {
     if (launch == 0) {  // a block a query tile of a (packed) head, a batch entry and a key share
         const AttentionShape run = shape_of(in).as_run(layout_);
+        if (tiles_.sm90) {  // PROTOTYPE: persistent
+            const long long tiles = ceil_div<long long>(run.seq, tiles_.block_m) * run.heads * run.batch * tiles_.kv_splits;
+            const char* env = std::getenv("KJIT_ATTN_SMS");
+            const long long sms = env ? std::atoll(env) : 132;
+            return {static_cast<unsigned>(std::min(tiles, sms)), 1, 1};
+        }
         return {static_cast<unsigned>(ceil_div(run.seq, tiles_.block_m)), static_cast<unsigned>(run.heads),
                 static_cast<unsigned>(run.batch * tiles_.kv_splits)};
     }
@@ -406,6 +414,7 @@ void AttentionForwardOp::pack_args(const OpCall& call, ArgVisitor& visitor) cons
     visitor.visit_ptr(call.output);
     visitor.visit_ptr(non_null(call.params[0], "lse"));
     visitor.visit_ptr(tiles_.kv_splits > 1 ? non_null(call.params[1], "partials") : nullptr);
+    if (tiles_.sm90) visitor.visit_i32(run.batch);
     for (int v : {run.heads, run.kv_heads, run.seq, run.kv_seq, tiles_.kv_splits}) visitor.visit_i32(v);
     visitor.visit_f32(scale_);
     const auto strides = [&](const AttentionStrides& t) {
