@@ -232,8 +232,10 @@ struct MainloopSm90 {
         const int consumer = threadIdx.x / 128, row0 = w.m0 + threadIdx.x / 32 * 16 + threadIdx.x % 32 / 4;
         const int n = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, seq, kv_seq).count();
         const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, seq, kv_seq, w.m0 + 64 * consumer, 64);
-        const QuerySlot q(progress.queries);
-        const int first = progress.keys;
+        // The same in every thread of the warp: redux.sync puts them in uniform registers, where the
+        // wgmma descriptors are computed.
+        const QuerySlot q(__reduce_max_sync(0xffffffffu, progress.queries));
+        const int first = __reduce_max_sync(0xffffffffu, progress.keys);
         acc.clear();
         kjit::mbarrier_wait(q_full(q.stage), q.phase);  // also where no key is seen: its tile stages O
         if (n == 0) return q_tile(q.stage);
