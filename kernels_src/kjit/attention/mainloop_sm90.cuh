@@ -107,9 +107,14 @@ struct MainloopSm90 {
     using KeySlot = Slot<STAGES>;
     using QuerySlot = Slot<Q_TILES>;
 
-    /// How far a consumer is through the block's query tiles and key tiles.
+    /// How far a thread is through the block's query tiles and key tiles, each counted mod 4 —
+    /// all a Slot needs (two buffers, two phases) — in one register.
     struct Progress {
-        int queries = 0, keys = 0;
+        unsigned bits = 0;  // query tiles in bits 0–1, key tiles in bits 2–3
+        __device__ __forceinline__ int queries() const { return bits & 3; }
+        __device__ __forceinline__ int keys() const { return bits >> 2; }
+        __device__ __forceinline__ void next_query() { bits = (bits & 12u) | ((bits + 1) & 3u); }
+        __device__ __forceinline__ void add_keys(int n) { bits = (bits & 3u) | ((bits >> 2) + n & 3u) << 2; }
     };
 
     /// The producer's thread, over the block's query tiles: Q once the consumers freed its tile
@@ -123,7 +128,8 @@ struct MainloopSm90 {
         schedule.for_each([&](TileIndex tile) {
             const Work w = schedule.work(tile);
             const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, seq, kv_seq);
-            const QuerySlot q(p.queries++);
+            const QuerySlot q(p.queries());
+            p.next_query();
             kjit::mbarrier_wait(q_empty(q.stage), q.phase ^ 1);
             if (tiles.count() == 0) {
                 kjit::mbarrier_arrive(q_full(q.stage));
@@ -132,7 +138,7 @@ struct MainloopSm90 {
             kjit::mbarrier_arrive_expect_tx(q_full(q.stage), QTile::BYTES);
             QTile::load(q_tile(q.stage), in.q, w.m0, w.head, w.batch, q_full(q.stage));
             for (int i = 0; i < tiles.count(); ++i) {
-                const KeySlot slot(p.keys + i);
+                const KeySlot slot(p.keys() + i);
                 const int n0 = (tiles.begin + i) * BLOCK_N;
                 kjit::mbarrier_wait(k_empty(slot.stage), slot.phase ^ 1);
                 kjit::mbarrier_arrive_expect_tx(k_full(slot.stage), KVTile::BYTES);
@@ -141,7 +147,7 @@ struct MainloopSm90 {
                 kjit::mbarrier_arrive_expect_tx(v_full(slot.stage), KVTile::BYTES);
                 KVTile::load(v_tile(slot.stage), in.v, n0, w.kv_head, w.batch, v_full(slot.stage));
             }
-            p.keys += tiles.count();
+            p.add_keys(tiles.count());
         });
     }
 
@@ -234,12 +240,12 @@ struct MainloopSm90 {
         const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, seq, kv_seq, w.m0 + 64 * consumer, 64);
         // The same in every thread of the warp: redux.sync puts them in uniform registers, where the
         // wgmma descriptors are computed.
-        const QuerySlot q(__reduce_max_sync(0xffffffffu, progress.queries));
-        const int first = __reduce_max_sync(0xffffffffu, progress.keys);
+        const QuerySlot q(__reduce_max_sync(0xffffffffu, progress.queries()));
+        const int first = __reduce_max_sync(0xffffffffu, progress.keys());
         acc.clear();
         kjit::mbarrier_wait(q_full(q.stage), q.phase);  // also where no key is seen: its tile stages O
         if (n == 0) return q_tile(q.stage);
-        progress.keys += n;
+        progress.add_keys(n);
         const int seen = tiles.count();
         if (seen > 0) attend(acc, tiles, turns, q_tile(q.stage), first, row0, kv_seq, c);
         for (int i = seen; i < n; ++i) {
@@ -260,7 +266,8 @@ struct MainloopSm90 {
     __device__ __forceinline__ void finish_query(Progress& progress) const
     {
         kjit::fence_proxy_async();  // the staging's writes before the next TMA copy's
-        release(q_empty(QuerySlot(progress.queries++).stage));
+        release(q_empty(QuerySlot(progress.queries()).stage));
+        progress.next_query();
     }
 
     /// The matmuls and the softmax of the `tiles.count()` key tiles a consumer's rows see, the
