@@ -1,15 +1,18 @@
-// The attention mainloop on Hopper (sm_90a), FlashAttention-3's structure. A producer warpgroup
-// (one thread; it gives its registers to the others) copies Q once and K and V tile by tile with
-// TMA into 128-byte-swizzled tiles, through a ring of STAGES stages whose "full" barriers the
-// copies complete and whose "empty" barriers the consumers arrive on once their wgmma are done
-// with a tile. Each consumer warpgroup owns 64 query rows (a warp 16 of them, as in the sm80
-// mainloop, so the online softmax and the epilogue are shared) and computes S = Q·Kᵀ (both in
-// shared memory) and O += P·V (P from registers, V read N-major) on wgmma. Within a warpgroup
-// the next tile's S and this tile's P·V are issued together and the softmax of the next tile
-// runs while P·V is in flight: O is rescaled only once P·V has landed. Across warpgroups, they
-// take turns issuing (ping-pong): while one's matmuls hold the tensor cores the others run their
-// softmax. A warpgroup whose rows see fewer of the block's key tiles (under the causal mask, or
-// rows past the queries' end) computes only those, and leaves the tensor cores to the others.
+// The attention mainloop on Hopper (sm_90a), FlashAttention-3's structure, for a persistent block's
+// query tiles. A producer warpgroup (one thread; it gives its registers to the others) copies each
+// query tile's Q into one of two Q tiles, and its K and V tile by tile, with TMA into
+// 128-byte-swizzled tiles, through a ring of STAGES stages whose "full" barriers the copies
+// complete and whose "empty" barriers the consumers arrive on once their wgmma are done with a
+// tile; so the next query tile's Q and first keys load while the consumers finish this one, and
+// each consumer stages its rows' O in its own rows of its query tile's Q tile. Each consumer
+// warpgroup owns 64 query rows (a warp 16 of them, as in the sm80 mainloop, so the online softmax
+// and the epilogue are shared) and computes S = Q·Kᵀ (both in shared memory) and O += P·V (P from
+// registers, V read N-major) on wgmma. Within a warpgroup the next tile's S and this tile's P·V are
+// issued together and the softmax of the next tile runs while P·V is in flight: O is rescaled only
+// once P·V has landed. Across warpgroups, they take turns issuing (ping-pong), across query tiles
+// too: while one's matmuls hold the tensor cores the others run their softmax, or their epilogue. A
+// warpgroup whose rows see fewer of the block's key tiles (under the causal mask, or rows past the
+// queries' end) computes only those, and leaves the tensor cores to the others.
 #pragma once
 #include "kjit/attention/online_softmax.cuh"
 #include "kjit/attention/tile_scheduler.cuh"
@@ -56,9 +59,8 @@ struct SwizzledTile {
 template <class T, int BLOCK_M, int BLOCK_N, int HEAD_DIM, bool CAUSAL>
 struct MainloopSm90 {
     static constexpr int CONSUMERS = BLOCK_M / 64, THREADS = 128 * (CONSUMERS + 1), N8 = BLOCK_N / 8, STAGES = 2;
-    /// Registers a thread (kjit/register_split.cuh): the producer keeps 32 (its walk over the
-    /// block's query tiles spilled at 24).
-    static constexpr kjit::RegisterSplit REGISTERS{CONSUMERS, 32};
+    /// Registers a thread (kjit/register_split.cuh): the producer keeps 24.
+    static constexpr kjit::RegisterSplit REGISTERS{CONSUMERS, 24};
     using QTile = SwizzledTile<BLOCK_M, HEAD_DIM>;
     using KVTile = SwizzledTile<BLOCK_N, HEAD_DIM>;
     /// Shared memory (src/ops/attention/attention_op.cpp's shared_bytes() adds it up): slack to
@@ -232,8 +234,8 @@ struct MainloopSm90 {
     /// see (causal, or rows past the queries' end), each only waited for and released, so that
     /// the producer's barriers and the others' turns count the same. Returns the Q tile, where
     /// the epilogue stages this tile's O.
-    __device__ __forceinline__ unsigned consume(Accumulator<HEAD_DIM>& acc, const Work& w, int seq, int kv_seq,
-                                                float c, const Turns& turns, Progress& progress) const
+    __device__ __forceinline__ unsigned consume(Accumulator<HEAD_DIM>& acc, const Work& w, int seq, int kv_seq, float c,
+                                                const Turns& turns, Progress& progress) const
     {
         const int consumer = threadIdx.x / 128, row0 = w.m0 + threadIdx.x / 32 * 16 + threadIdx.x % 32 / 4;
         const int n = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, seq, kv_seq).count();
@@ -325,7 +327,7 @@ struct MainloopSm90 {
     {
         if (threadIdx.x == 0) {
             for (int b = 0; b < Q_TILES; ++b) {
-                kjit::mbarrier_init(q_full(b), 1);                // the producer's expect_tx, or arrival
+                kjit::mbarrier_init(q_full(b), 1);               // the producer's expect_tx, or arrival
                 kjit::mbarrier_init(q_empty(b), 4 * CONSUMERS);  // one per consumer warp
             }
             for (int s = 0; s < STAGES; ++s) {

@@ -4,7 +4,6 @@
 #include <kjit/attention.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -98,7 +97,7 @@ unsigned AttentionTiles::threads() const {
 }
 
 unsigned AttentionTiles::shared_bytes(int head_dim) const {
-    // sm90 (kjit/attention/mainloop_sm90.cuh): alignment slack, 9 mbarriers of 8 bytes.
+    // sm90 (kjit/attention/mainloop_sm90.cuh): alignment slack, two Q tiles, 12 mbarriers of 8 bytes.
     if (sm90) return static_cast<unsigned>(1024 + (2 * block_m + 4 * block_n) * head_dim * 2 + 8 * 12);
     return static_cast<unsigned>((block_m + 4 * block_n) * (head_dim + 8) * 2);
 }
@@ -264,21 +263,27 @@ AttentionStrides run_strides(const AttentionShape& s, const AttentionShape& run,
 class AttentionForwardOp::MapCache : public detail::TensorMapCache<MapPlan, CallMaps> {};
 
 AttentionForwardOp::AttentionForwardOp(Scalar dtype, int head_dim, bool causal, AttentionTiles tiles,
-                                       AttentionLayout layout, float scale)
+                                       AttentionLayout layout, float scale, int multiprocessors)
     : dtype_(dtype),
       head_dim_(head_dim),
       causal_(causal),
       tiles_(tiles),
       layout_(layout),
       scale_(scale > 0 ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim))),
+      multiprocessors_(multiprocessors),
       kernel_(attention_kernel(dtype, head_dim, causal, tiles)),
       combine_(tiles.kv_splits > 1 ? std::optional(attention_combine_kernel(dtype, head_dim)) : std::nullopt),
-      maps_(std::make_unique<MapCache>()) {}
+      maps_(std::make_unique<MapCache>()) {
+    require(multiprocessors >= 0,
+            "attention's multiprocessors {} must be the device's count (DeviceTraits::multiprocessors), or 0 for a "
+            "block a query tile",
+            multiprocessors);
+}
 
 AttentionForwardOp::~AttentionForwardOp() = default;
 
 std::unique_ptr<AttentionForwardOp> AttentionForwardOp::with_tiles(const AttentionTiles& tiles) const {
-    return std::make_unique<AttentionForwardOp>(dtype_, head_dim_, causal_, tiles, layout_, scale_);
+    return std::make_unique<AttentionForwardOp>(dtype_, head_dim_, causal_, tiles, layout_, scale_, multiprocessors_);
 }
 
 AttentionShape attention_shape(std::span<const ShapeView> in, AttentionLayout layout, Scalar dtype, bool causal) {
@@ -348,13 +353,16 @@ Dims AttentionForwardOp::grid(ShapeView) const {
 }
 
 Dims AttentionForwardOp::grid_for_launch(std::size_t launch, std::span<const ShapeView> in, ShapeView out) const {
-    if (launch == 0) {  // a block a query tile of a (packed) head, a batch entry and a key share
+    if (launch == 0) {  // the query tiles of the (packed) heads, batch entries and key shares
         const AttentionShape run = shape_of(in).as_run(layout_);
-        if (tiles_.sm90) {  // PROTOTYPE: persistent
-            const long long tiles = ceil_div<long long>(run.seq, tiles_.block_m) * run.heads * run.batch * tiles_.kv_splits;
-            const char* env = std::getenv("KJIT_ATTN_SMS");
-            const long long sms = env ? std::atoll(env) : 132;
-            return {static_cast<unsigned>(std::min(tiles, sms)), 1, 1};
+        if (tiles_.sm90) {  // kjit/attention/tile_scheduler.cuh: every gridDim.x-th query tile a block
+            const long long tiles = ceil_div<long long>(run.seq, tiles_.block_m) * run.heads * run.batch *
+                                    tiles_.kv_splits;
+            require(tiles <= INT32_MAX,
+                    "attention of {} query tiles of {} rows is over the kernel's {}: split the batch", tiles,
+                    tiles_.block_m, INT32_MAX);
+            return {static_cast<unsigned>(multiprocessors_ > 0 ? std::min<long long>(tiles, multiprocessors_) : tiles),
+                    1, 1};
         }
         return {static_cast<unsigned>(ceil_div(run.seq, tiles_.block_m)), static_cast<unsigned>(run.heads),
                 static_cast<unsigned>(run.batch * tiles_.kv_splits)};

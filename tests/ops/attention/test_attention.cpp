@@ -65,7 +65,8 @@ TEST_CASE("attention tiles: shared memory, the limits they are checked against, 
     CHECK(AttentionTiles{128, 128, true}.threads() == 384);  // two consumer warpgroups and the producer
     CHECK(AttentionTiles{64, 128, true}.threads() == 256);
     // Q, two stages of K and V, alignment slack, nine mbarriers.
-    CHECK(AttentionTiles{128, 128, true}.shared_bytes(128) == (128 + 4 * 128) * 128 * 2 + 1024 + 72);
+    // Two Q tiles (the next query tile's loads), two stages of K and of V, 12 barriers.
+    CHECK(AttentionTiles{128, 128, true}.shared_bytes(128) == (2 * 128 + 4 * 128) * 128 * 2 + 1024 + 96);
     CHECK(AttentionTiles{192, 128, true}.threads() == 512);
     for (const auto& t : AttentionTiles::configurations())
         for (int d : {64, 96, 128})
@@ -119,7 +120,7 @@ TEST_CASE("attention dispatch: whole multiprocessors busy, tiles that fit the de
     CHECK(dispatch_attention(narrow_small, h100) == AttentionTiles{128, 128, true});
     CHECK(dispatch_attention(odd, h100) == AttentionTiles{128, 128});
     CHECK(says(attention_dispatch_reason(odd, h100), "the wgmma mainloop takes head dims 64 and 128 only"));
-    CHECK(says(attention_dispatch_reason(big, h100), "TMA + wgmma mainloop (sm_90a), 128 query rows a block"));
+    CHECK(says(attention_dispatch_reason(big, h100), "TMA + wgmma mainloop (sm_90a), 128 query rows a query tile"));
     // Elsewhere the sm80 mainloop, 128 keys a step where shared memory holds them.
     CHECK(dispatch_attention(big, a100) == AttentionTiles{128, 64});
     CHECK(dispatch_attention(big, a6000) == AttentionTiles{128, 32});  // 99 KB of shared memory
@@ -222,6 +223,31 @@ TEST_CASE("the attention op packs q, k, v, o, lse, the sizes and each tensor's s
     CHECK(r2.i(23) == 8 * 128);
 }
 
+TEST_CASE("the Hopper attention op launches a persistent grid: at most a block a multiprocessor") {
+    const Shape q{2, 8, 1000, 128}, kv{2, 8, 1000, 128};  // 8 query tiles of 128 rows a head: 128 in all
+    const std::array<ShapeView, 3> shapes{q, kv, kv};
+    CHECK(AttentionForwardOp(Scalar::bf16, 128, false, {128, 128, true}, AttentionLayout::bhsd, 0, 132)
+              .grid_for_launch(0, shapes, q) == Dims{128, 1, 1});  // fewer tiles than multiprocessors
+    CHECK(AttentionForwardOp(Scalar::bf16, 128, false, {128, 128, true}, AttentionLayout::bhsd, 0, 100)
+              .grid_for_launch(0, shapes, q) == Dims{100, 1, 1});
+    CHECK(AttentionForwardOp(Scalar::bf16, 128, false, {128, 128, true, 3}, AttentionLayout::bhsd, 0, 1000)
+              .grid_for_launch(0, shapes, q) == Dims{384, 1, 1});  // every tile in 3 key shares
+    const AttentionForwardOp unbounded(Scalar::bf16, 128, false, {128, 128, true});
+    CHECK(unbounded.multiprocessors() == 0);
+    CHECK(unbounded.grid_for_launch(0, shapes, q) == Dims{128, 1, 1});  // 0: a block a query tile
+    CHECK(unbounded.with_tiles({64, 128, true})->grid_for_launch(0, shapes, q) == Dims{256, 1, 1});
+    CHECK(AttentionForwardOp(Scalar::bf16, 128, false, {128, 128, true}, AttentionLayout::bhsd, 0, 7)
+              .with_tiles({64, 128, true})
+              ->multiprocessors() == 7);
+    CHECK(says(error_of([] {
+                   AttentionForwardOp(Scalar::bf16, 128, false, {128, 128, true}, AttentionLayout::bhsd, 0, -1);
+               }),
+               "must be the device's count"));
+    // sm80 tiles keep a block a query tile, whatever the count.
+    CHECK(AttentionForwardOp(Scalar::bf16, 128, false, {128, 64}, AttentionLayout::bhsd, 0, 100)
+              .grid_for_launch(0, shapes, q) == Dims{8, 8, 2});
+}
+
 TEST_CASE("grouped query heads run packed: one head of a group's rows, K and V read once for the group") {
     // [B, H, S, D] without a causal mask: head h = 4·hk + g's row i is row g·S + i of head hk.
     const AttentionShape gqa{.batch = 2, .heads = 8, .kv_heads = 2, .seq = 3, .kv_seq = 700, .head_dim = 128};
@@ -287,8 +313,8 @@ TEST_CASE("grouped query heads run packed: one head of a group's rows, K and V r
     const AttentionShape decode{.batch = 1, .heads = 32, .kv_heads = 8, .seq = 1, .kv_seq = 8192, .head_dim = 128};
     CHECK(dispatch_attention(decode, h100) == AttentionTiles{128, 128, true, 16});
     CHECK(says(attention_dispatch_reason(decode, h100, AttentionLayout::bshd),
-               "(8 blocks for 132 multiprocessors, the 4 query heads of each key/value head packed into one head of 4 "
-               "rows)"));
+               "(8 query tiles for 132 multiprocessors, the 4 query heads of each key/value head packed into one head "
+               "of 4 rows, a persistent block each at most)"));
     AttentionShape causal_decode = decode;
     causal_decode.causal = true;  // unpacked: 32 blocks; the one query sees one key
     CHECK(dispatch_attention(causal_decode, h100).kv_splits == 1);
