@@ -8,8 +8,8 @@
 namespace attention {
 
 /// Query tile w's epilogue: O (staged through `at`, epilogue.cuh) and the LSE; or with
-/// kv_splits > 1 its share of the keys' to `partials` (fp32 O [kv_splits][B·H·S][HEAD_DIM], then
-/// LSE [kv_splits][B·H·S]), for flash_attention2_combine.cu.
+/// kv_splits > 1 its key share's O and LSE to `partials` (fp32 O [kv_splits][B·H·S][HEAD_DIM],
+/// then LSE [kv_splits][B·H·S]), for flash_attention2_combine.cu.
 template <class T, int HEAD_DIM, class Staging>
 __device__ __forceinline__ void store(Accumulator<HEAD_DIM>& acc, const Staging& at, const Work& w, T* o, float* lse,
                                       float* partials, int batch, int heads, int seq, int kv_splits, Strides os)
