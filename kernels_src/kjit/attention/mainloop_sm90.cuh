@@ -267,7 +267,8 @@ struct MainloopSm90 {
     /// tile: the producer may load the query tile after next into it.
     __device__ __forceinline__ void finish_query(Progress& progress) const
     {
-        kjit::fence_proxy_async();  // the staging's writes before the next TMA copy's
+        kjit::fence_proxy_async();  // this thread's staging accesses before the next TMA copy's
+        __syncwarp();               // every lane's, before the warp's one arrival
         release(q_empty(QuerySlot(progress.queries()).stage));
         progress.next_query();
     }
