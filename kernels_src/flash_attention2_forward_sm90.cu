@@ -22,7 +22,7 @@ __device__ __forceinline__ void flash_attention2_forward_sm90(const kjit::Tensor
     using Schedule = PersistentSchedule<BLOCK_M, CAUSAL>;
     extern __shared__ __align__(16) unsigned char shared[];
     __shared__ Schedule schedule;  // in shared memory: registers are what the consumers are short of
-    if (threadIdx.x == 0) schedule = Schedule::of(batch, heads, kv_heads, seq, kv_splits);
+    if (threadIdx.x == 0) schedule = Schedule::of(batch, heads, kv_heads, seq, kv_splits, gridDim.x);
     const Mainloop mainloop(kjit::shared_address(shared));
     const TensorMaps maps{q_map, k_map, v_map};
     if (!mainloop.start(maps, schedule, seq, kv_seq)) return;  // the producer's warpgroup, its loads issued
@@ -30,7 +30,7 @@ __device__ __forceinline__ void flash_attention2_forward_sm90(const kjit::Tensor
     const typename Mainloop::Turns turns{static_cast<int>(threadIdx.x / 128)};
     typename Mainloop::Progress progress;
     turns.begin_round();
-    schedule.for_each([&](TileIndex tile) {
+    schedule.for_each(blockIdx.x, [&](TileIndex tile) {
         Accumulator<HEAD_DIM> acc;
         const unsigned q_tile = mainloop.consume(acc, schedule.work(tile), seq, kv_seq, c, turns, progress);
         const Work w = schedule.work(tile);  // read again rather than held through the pass

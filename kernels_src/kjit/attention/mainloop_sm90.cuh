@@ -127,7 +127,7 @@ struct MainloopSm90 {
     __device__ __forceinline__ void produce(const TensorMaps& in, const Schedule& schedule, int seq, int kv_seq) const
     {
         Progress p;
-        schedule.for_each([&](TileIndex tile) {
+        schedule.for_each(blockIdx.x, [&](TileIndex tile) {
             const Work w = schedule.work(tile);
             const KeyTiles tiles = key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, seq, kv_seq);
             const QuerySlot q(p.queries());

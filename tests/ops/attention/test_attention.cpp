@@ -1,14 +1,18 @@
 // The attention op without a GPU: the problem's checks, tiles, dispatch, how a call's tensors
 // become the kernel's arguments, the float64 reference on cases worked by hand, the host's
 // 16-bit conversions, which key tiles a block and a Hopper consumer warpgroup visit
-// (kjit/attention/key_tiles.cuh, the kernels' own definition), and every shipped configuration
+// (kjit/attention/key_tiles.cuh, the kernels' own definition), which query tiles a persistent
+// block takes (kjit/attention/persistent_schedule.cuh, likewise), and every shipped configuration
 // through NVRTC.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -18,6 +22,7 @@
 #include <kjit/tuning.hpp>
 
 #include "kjit/attention/key_tiles.cuh"
+#include "kjit/attention/persistent_schedule.cuh"
 #include "ops/op_test_support.hpp"
 #include "support.hpp"
 
@@ -246,6 +251,64 @@ TEST_CASE("the Hopper attention op launches a persistent grid: at most a block a
     // sm80 tiles keep a block a query tile, whatever the count.
     CHECK(AttentionForwardOp(Scalar::bf16, 128, false, {128, 64}, AttentionLayout::bhsd, 0, 100)
               .grid_for_launch(0, shapes, q) == Dims{8, 8, 2});
+}
+
+namespace {
+/// What PersistentSchedule<BLOCK_M, CAUSAL> gives a grid of `blocks`: "" where every query tile
+/// goes to exactly one block with its own key/value head, else the first that did not; and the
+/// busiest block's key tiles (key_tiles.cuh's count) over the mean.
+template <int BLOCK_M, int BLOCK_N, bool CAUSAL>
+std::pair<std::string, double> persistent_run(int batch, int heads, int kv_heads, int seq, int splits, int blocks) {
+    const auto schedule = attention::PersistentSchedule<BLOCK_M, CAUSAL>::of(batch, heads, kv_heads, seq, splits,
+                                                                             blocks);
+    std::map<std::tuple<int, int, int, int>, int> taken;  // (first row, head, batch, share): how often
+    std::vector<long long> keys(blocks);
+    std::string wrong;
+    for (int b = 0; b < blocks; ++b)
+        schedule.for_each(b, [&](attention::TileIndex t) {
+            const attention::Work w = schedule.work(t);
+            ++taken[{w.m0, w.head, w.batch, w.split}];
+            if (w.kv_head != w.head / (heads / kv_heads) || w.splits != splits)
+                wrong = fmt::format("tile at row {} of head {} has key/value head {}", w.m0, w.head, w.kv_head);
+            keys[b] += attention::key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, seq, seq).count();
+        });
+    for (int m0 = 0; m0 < seq; m0 += BLOCK_M)
+        for (int h = 0; h < heads; ++h)
+            for (int z = 0; z < batch; ++z)
+                for (int share = 0; share < splits; ++share)
+                    if (const auto it = taken.find({m0, h, z, share}); it == taken.end() || it->second != 1)
+                        wrong = fmt::format("tile at row {} of head {}, batch {}, share {} taken {} times", m0, h, z,
+                                            share, it == taken.end() ? 0 : it->second);
+    if (taken.size() != static_cast<std::size_t>(kjit::ceil_div(seq, BLOCK_M) * heads * batch * splits))
+        wrong = fmt::format("{} tiles taken", taken.size());
+    long long most = 0, all = 0;
+    for (const long long k : keys) most = std::max(most, k), all += k;
+    return {wrong, all ? static_cast<double>(most) * blocks / all : 1.0};
+}
+}  // namespace
+
+TEST_CASE("a persistent grid takes every query tile once, and causal work about evenly whatever its size") {
+    for (const int seq : {1, 100, 192, 193, 700, 1300, 2048})
+        for (const auto& [heads, kv_heads] : {std::pair{1, 1}, {3, 1}, {4, 2}, {15, 5}})
+            for (const int batch : {1, 2, 3})
+                for (const int splits : {1, 3})
+                    for (const int blocks : {1, 2, 3, 5, 132}) {
+                        CAPTURE(seq);
+                        CAPTURE(heads);
+                        CAPTURE(batch);
+                        CAPTURE(splits);
+                        CAPTURE(blocks);
+                        CHECK(persistent_run<192, 128, true>(batch, heads, kv_heads, seq, splits, blocks).first == "");
+                        CHECK(persistent_run<128, 128, true>(batch, heads, kv_heads, seq, splits, blocks).first == "");
+                        CHECK(persistent_run<128, 64, false>(batch, heads, kv_heads, seq, splits, blocks).first == "");
+                    }
+    // The bench's S = 2k problems on an H100's 132 blocks. Causal D64 has 11 tiles of 192 rows a head:
+    // pairs within a head left the middle one alone, and a stride of 132 (a multiple of 6) gave 22
+    // blocks only those, the busiest 1.12x the mean.
+    CHECK(persistent_run<192, 128, true>(59, 32, 32, 2048, 1, 132).second < 1.01);
+    CHECK(persistent_run<128, 128, true>(59, 16, 16, 2048, 1, 132).second < 1.02);
+    CHECK(persistent_run<128, 128, false>(30, 16, 16, 2048, 1, 132).second < 1.02);
+    CHECK(persistent_run<192, 128, true>(500, 8, 8, 576, 1, 132).second < 1.02);  // 3 tiles a head
 }
 
 TEST_CASE("grouped query heads run packed: one head of a group's rows, K and V read once for the group") {
