@@ -111,9 +111,13 @@ struct AttentionTiles {
 /// head_dim + 1] (f32), the workspace between them.
 class AttentionForwardOp final : public RuntimeOp {
 public:
-    /// `scale` ≤ 0 means 1/√head_dim. Throws UsageError for constants no kernel has.
+    /// `scale` ≤ 0 means 1/√head_dim. `multiprocessors`, the device's (DeviceTraits::
+    /// multiprocessors): sm90 tiles launch a persistent grid of at most that many blocks, each
+    /// taking every gridDim-th query tile and loading the next one's Q and keys while it finishes
+    /// this one; 0 launches a block a query tile (as sm80 tiles always do). Throws UsageError for
+    /// constants no kernel has.
     AttentionForwardOp(Scalar dtype, int head_dim, bool causal, AttentionTiles tiles,
-                       AttentionLayout layout = AttentionLayout::bhsd, float scale = 0);
+                       AttentionLayout layout = AttentionLayout::bhsd, float scale = 0, int multiprocessors = 0);
     ~AttentionForwardOp() override;
 
     [[nodiscard]] const Kernel& kernel() const noexcept { return kernel_; }
@@ -123,7 +127,9 @@ public:
     [[nodiscard]] const AttentionTiles& tiles() const noexcept { return tiles_; }
     [[nodiscard]] AttentionLayout layout() const noexcept { return layout_; }
     [[nodiscard]] float scale() const noexcept { return scale_; }
-    /// The same op — dtype, head dim, causality, layout, scale — in other tiles (a tuned winner's).
+    [[nodiscard]] int multiprocessors() const noexcept { return multiprocessors_; }
+    /// The same op — dtype, head dim, causality, layout, scale, multiprocessors — in other tiles
+    /// (a tuned winner's).
     [[nodiscard]] std::unique_ptr<AttentionForwardOp> with_tiles(const AttentionTiles& tiles) const;
     /// The problem a call's input shapes make (UsageError where they do not fit this op).
     [[nodiscard]] AttentionShape shape_of(std::span<const ShapeView> input_shapes) const;
@@ -154,6 +160,7 @@ private:
     AttentionTiles tiles_;
     AttentionLayout layout_;
     float scale_;
+    int multiprocessors_;
     Kernel kernel_;
     std::optional<Kernel> combine_;  // split-KV's second launch (tiles with kv_splits > 1)
     class MapCache;                  // the Hopper kernel's TMA maps, per call's tensors

@@ -212,7 +212,7 @@ int run_attention(const Common& common, int batch, const AttentionOptions& o, co
                           dispatched);
     else if (given && *given != dispatch_tiles) ran = fmt::format("\n  ran: --config (dispatch picks {})", dispatched);
 
-    const AttentionForwardOp op(s.dtype, s.head_dim, s.causal, pick.tiles, layout_of(o));
+    const AttentionForwardOp op(s.dtype, s.head_dim, s.causal, pick.tiles, layout_of(o), 0, traits.multiprocessors);
     AttentionTensors t(device, s, layout_of(o));
     const auto [us, b2b_us] = time(op, rt, stream, t, std::max(1, iters));
     const auto start = std::chrono::steady_clock::now();
@@ -274,7 +274,7 @@ int tune_attention(const Common& common, int batch, const AttentionOptions& o, i
             refused.push_back(e.what());
             continue;
         }
-        const AttentionForwardOp op(s.dtype, s.head_dim, s.causal, tiles, layout_of(o));
+        const AttentionForwardOp op(s.dtype, s.head_dim, s.causal, tiles, layout_of(o), 0, traits.multiprocessors);
         const double us = time(op, rt, stream, t, std::max(1, iters)).us;
         timed.push_back({tiles, us, check(op, rt, stream, t), op.kernel().source_hash()});
     }
@@ -388,6 +388,7 @@ int check_attention(const Common& common, int batch, const AttentionOptions& o, 
                                   static_cast<unsigned>(traits.max_shared_bytes);
     });
     const auto started = std::chrono::steady_clock::now();
+    constexpr int check_blocks = 3;
     std::optional<AttentionTensors> tensors;
     for (CheckRun& r : runs) {
         const CheckProblem& p = problems[r.problem];
@@ -395,7 +396,10 @@ int check_attention(const Common& common, int batch, const AttentionOptions& o, 
             tensors.emplace(device, p.shape, p.layout);
         try {
             r.tiles.validate(p.shape.head_dim, traits);
-            const AttentionForwardOp op(p.shape.dtype, p.shape.head_dim, p.shape.causal, r.tiles, p.layout);
+            // A persistent grid of 3 blocks: each takes many of the problem's query tiles, the path the
+            // device's whole grid runs on large problems.
+            const AttentionForwardOp op(p.shape.dtype, p.shape.head_dim, p.shape.causal, r.tiles, p.layout, 0,
+                                        check_blocks);
             r.check = check(op, rt, stream, *tensors);
             if (!r.check->passed()) r.fault = r.check->faults();
             std::array<Tensor, 3> in;

@@ -70,7 +70,7 @@ MadeOp make_attention(const NodeAttrs& a, const NodeInputs& in, const DeviceTrai
     const AttentionShape shape = attention_shape(in.shapes, layout, dtype, causal);
     MadeOp m = made(
         std::make_unique<AttentionForwardOp>(dtype, shape.head_dim, causal, dispatch_attention(shape, device, layout),
-                                             layout, static_cast<float>(scale)),
+                                             layout, static_cast<float>(scale), device.multiprocessors),
         in);
     m.output_type = dtype;
     m.input_types.assign(3, dtype);

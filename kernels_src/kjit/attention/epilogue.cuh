@@ -32,32 +32,34 @@ __device__ __forceinline__ float log_sum_exp(const Accumulator<HEAD_DIM>& acc, i
     return acc.row_sum[r] > 0.f ? (acc.row_max[r] + log2(acc.row_sum[r])) * 0.6931471805599453f : minus_infinity();
 }
 
-template <class T, int BLOCK_M, int BLOCK_N, int HEAD_DIM>
-__device__ __forceinline__ void store_output(Accumulator<HEAD_DIM>& acc, unsigned q_tile, T* o, long long o_row,
+/// O through shared memory, so that global stores are whole 16-byte pieces of rows: `at(row,
+/// col)` is the shared address of element (row, col) of the block's staging tile, whose rows of
+/// this warp it alone writes and reads.
+template <class T, int HEAD_DIM, class Staging>
+__device__ __forceinline__ void store_output(Accumulator<HEAD_DIM>& acc, const Staging& at, T* o, long long o_row,
                                              float* lse, int seq, int m0)
 {
-    using Tl = Tiles<BLOCK_M, BLOCK_N, HEAD_DIM>;
+    constexpr int CHUNKS = HEAD_DIM / 8;  // 16-byte pieces of a row
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     sum_rows(acc);
     for (int r = 0; r < 2; ++r) {
         const float inv = inverse_sum(acc, r);
         for (int d = 0; d < HEAD_DIM / 8; ++d) {
             const unsigned packed = pack<T>(acc.o[d][2 * r] * inv, acc.o[d][2 * r + 1] * inv);
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(Tl::at(q_tile, warp * 16 + g + 8 * r, d * 8 + 2 * t)),
-                         "r"(packed)
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at(warp * 16 + g + 8 * r, d * 8 + 2 * t)), "r"(packed)
                          : "memory");
         }
         const int row = m0 + warp * 16 + g + 8 * r;
         if (t == 0 && row < seq) lse[row] = log_sum_exp(acc, r);
     }
     __syncwarp();
-    for (int c = lane; c < 16 * Tl::CHUNKS; c += 32) {  // the warp's 16 rows, 16 bytes at a time
-        const int r = c / Tl::CHUNKS, col = c % Tl::CHUNKS * 8, row = m0 + warp * 16 + r;
+    for (int c = lane; c < 16 * CHUNKS; c += 32) {  // the warp's 16 rows, 16 bytes at a time
+        const int r = c / CHUNKS, col = c % CHUNKS * 8, row = m0 + warp * 16 + r;
         if (row >= seq) continue;
         uint4 piece;
         asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
                      : "=r"(piece.x), "=r"(piece.y), "=r"(piece.z), "=r"(piece.w)
-                     : "r"(Tl::at(q_tile, warp * 16 + r, col))
+                     : "r"(at(warp * 16 + r, col))
                      : "memory");
         *reinterpret_cast<uint4*>(o + row * o_row + col) = piece;
     }

@@ -62,8 +62,8 @@ struct MainloopSm80 {
     }
 
     /// The whole pass for the block's query rows w.m0 … w.m0 + BLOCK_M − 1 of one head; every
-    /// thread holds output rows (true).
-    __device__ __forceinline__ bool run(Accumulator<HEAD_DIM>& acc, const Pointers<T>& in, const Work& w, int seq,
+    /// thread holds output rows.
+    __device__ __forceinline__ void run(Accumulator<HEAD_DIM>& acc, const Pointers<T>& in, const Work& w, int seq,
                                         int kv_seq, float c) const
     {
         const int m0 = w.m0, warp = threadIdx.x / 32, row0 = m0 + warp * 16 + lane / 4;
@@ -109,7 +109,6 @@ struct MainloopSm80 {
         // flight: the epilogue stages O in those rows.
         kjit::copy_wait<0>();
         __syncthreads();
-        return true;
     }
 
     /// Where the epilogue stages O (padded rows): the warp's own rows of the Q tile.

@@ -1,8 +1,10 @@
 // The attention tile scheduler: which BLOCK_M query rows of which head a block computes, which
-// key/value head serves it (grouped-query attention), and which key tiles it visits
-// (key_tiles.cuh).
+// key/value head serves them (grouped-query attention), and which key tiles they visit
+// (key_tiles.cuh) — a block a query tile (the sm80 kernel), or many a block in a persistent grid
+// (the Hopper kernel, persistent_schedule.cuh).
 #pragma once
 #include "kjit/attention/key_tiles.cuh"
+#include "kjit/attention/persistent_schedule.cuh"
 
 namespace attention {
 

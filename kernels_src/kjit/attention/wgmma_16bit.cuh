@@ -7,7 +7,8 @@
 
 namespace attention {
 
-template <class T, int N>
+/// ACCUMULATE false: D = A · B, whatever D held (scale-d 0), so the caller need not clear it.
+template <class T, int N, bool ACCUMULATE = true>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], unsigned long long a, unsigned long long b);
 template <class T, int N>
 __device__ __forceinline__ void wgmma_rs_n_major(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long b);
@@ -26,17 +27,22 @@ __device__ __forceinline__ void wgmma_rs_n_major(float (&d)[N / 2], const unsign
     "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, " \
     "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 
-// One (type, N): scale-d 1 (the accumulators are cleared by the caller), no negation, B
-// transposed (imm-trans-b 1) in the register form. Operand numbers follow the N/2 accumulators.
-#define KJIT_WGMMA_16BIT(T, PTX_TYPE, N, HALF, SS_A, SS_B, RS_A, RS_B)                                              \
+// D (+)= A · B from two descriptors for one (type, N, accumulate): scale-d ACCUMULATE (1 or 0), no
+// negation or transposition. Operand numbers follow the N/2 accumulators.
+#define KJIT_WGMMA_SS(T, PTX_TYPE, N, HALF, SS_A, SS_B, ACCUMULATE, SCALE_D)                                        \
     template <>                                                                                                     \
-    __device__ __forceinline__ void wgmma_ss<T, N>(float(&d)[HALF], unsigned long long a, unsigned long long b)     \
+    __device__ __forceinline__ void wgmma_ss<T, N, ACCUMULATE>(float(&d)[HALF], unsigned long long a,               \
+                                                               unsigned long long b)                                \
     {                                                                                                               \
         asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_TYPE "." PTX_TYPE " {" KJIT_NAMES_##HALF \
-                     "}, " SS_A ", " SS_B ", 1, 1, 1, 0, 0;\n"                                                      \
+                     "}, " SS_A ", " SS_B ", " SCALE_D ", 1, 1, 0, 0;\n"                                            \
                      : KJIT_D_##HALF                                                                                \
                      : "l"(a), "l"(b));                                                                             \
-    }                                                                                                               \
+    }
+// One (type, N): both descriptor forms, and the register form with B transposed (imm-trans-b 1).
+#define KJIT_WGMMA_16BIT(T, PTX_TYPE, N, HALF, SS_A, SS_B, RS_A, RS_B)                                              \
+    KJIT_WGMMA_SS(T, PTX_TYPE, N, HALF, SS_A, SS_B, true, "1")                                                      \
+    KJIT_WGMMA_SS(T, PTX_TYPE, N, HALF, SS_A, SS_B, false, "0")                                                     \
     template <>                                                                                                     \
     __device__ __forceinline__ void wgmma_rs_n_major<T, N>(float(&d)[HALF], const unsigned(&a)[4],                  \
                                                            unsigned long long b)                                    \
@@ -51,6 +57,7 @@ KJIT_WGMMA_16BIT(kjit::bf16, "bf16", 128, 64, "%64", "%65", "{%64, %65, %66, %67
 KJIT_WGMMA_16BIT(kjit::f16, "f16", 64, 32, "%32", "%33", "{%32, %33, %34, %35}", "%36")
 KJIT_WGMMA_16BIT(kjit::f16, "f16", 128, 64, "%64", "%65", "{%64, %65, %66, %67}", "%68")
 #undef KJIT_WGMMA_16BIT
+#undef KJIT_WGMMA_SS
 #undef KJIT_D8
 #undef KJIT_D_32
 #undef KJIT_D_64

@@ -97,8 +97,8 @@ unsigned AttentionTiles::threads() const {
 }
 
 unsigned AttentionTiles::shared_bytes(int head_dim) const {
-    // sm90 (kjit/attention/mainloop_sm90.cuh): alignment slack, 9 mbarriers of 8 bytes.
-    if (sm90) return static_cast<unsigned>(1024 + (block_m + 4 * block_n) * head_dim * 2 + 8 * 9);
+    // sm90 (kjit/attention/mainloop_sm90.cuh): alignment slack, two Q tiles, 12 mbarriers of 8 bytes.
+    if (sm90) return static_cast<unsigned>(1024 + (2 * block_m + 4 * block_n) * head_dim * 2 + 8 * 12);
     return static_cast<unsigned>((block_m + 4 * block_n) * (head_dim + 8) * 2);
 }
 
@@ -181,6 +181,7 @@ Kernel attention_kernel(Scalar dtype, int head_dim, bool causal, AttentionTiles 
     params.push_back({"o", t});
     params.push_back({"lse", {Scalar::f32, true}});
     params.push_back({"partials", {Scalar::f32, true}});
+    if (tiles.sm90) params.push_back({"batch", {Scalar::i32}});
     for (const char* n : {"heads", "kv_heads", "seq", "kv_seq", "kv_splits"}) params.push_back({n, {Scalar::i32}});
     params.push_back({"scale", {Scalar::f32}});
     if (!tiles.sm90)
@@ -262,21 +263,27 @@ AttentionStrides run_strides(const AttentionShape& s, const AttentionShape& run,
 class AttentionForwardOp::MapCache : public detail::TensorMapCache<MapPlan, CallMaps> {};
 
 AttentionForwardOp::AttentionForwardOp(Scalar dtype, int head_dim, bool causal, AttentionTiles tiles,
-                                       AttentionLayout layout, float scale)
+                                       AttentionLayout layout, float scale, int multiprocessors)
     : dtype_(dtype),
       head_dim_(head_dim),
       causal_(causal),
       tiles_(tiles),
       layout_(layout),
       scale_(scale > 0 ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim))),
+      multiprocessors_(multiprocessors),
       kernel_(attention_kernel(dtype, head_dim, causal, tiles)),
       combine_(tiles.kv_splits > 1 ? std::optional(attention_combine_kernel(dtype, head_dim)) : std::nullopt),
-      maps_(std::make_unique<MapCache>()) {}
+      maps_(std::make_unique<MapCache>()) {
+    require(multiprocessors >= 0,
+            "attention's multiprocessors {} must be the device's count (DeviceTraits::multiprocessors), or 0 for a "
+            "block a query tile",
+            multiprocessors);
+}
 
 AttentionForwardOp::~AttentionForwardOp() = default;
 
 std::unique_ptr<AttentionForwardOp> AttentionForwardOp::with_tiles(const AttentionTiles& tiles) const {
-    return std::make_unique<AttentionForwardOp>(dtype_, head_dim_, causal_, tiles, layout_, scale_);
+    return std::make_unique<AttentionForwardOp>(dtype_, head_dim_, causal_, tiles, layout_, scale_, multiprocessors_);
 }
 
 AttentionShape attention_shape(std::span<const ShapeView> in, AttentionLayout layout, Scalar dtype, bool causal) {
@@ -346,8 +353,17 @@ Dims AttentionForwardOp::grid(ShapeView) const {
 }
 
 Dims AttentionForwardOp::grid_for_launch(std::size_t launch, std::span<const ShapeView> in, ShapeView out) const {
-    if (launch == 0) {  // a block a query tile of a (packed) head, a batch entry and a key share
+    if (launch == 0) {  // the query tiles of the (packed) heads, batch entries and key shares
         const AttentionShape run = shape_of(in).as_run(layout_);
+        if (tiles_.sm90) {  // kjit/attention/tile_scheduler.cuh: every gridDim.x-th query tile a block
+            const long long tiles = ceil_div<long long>(run.seq, tiles_.block_m) * run.heads * run.batch *
+                                    tiles_.kv_splits;
+            require(tiles <= INT32_MAX,
+                    "attention of {} query tiles of {} rows is over the kernel's {}: split the batch", tiles,
+                    tiles_.block_m, INT32_MAX);
+            return {static_cast<unsigned>(multiprocessors_ > 0 ? std::min<long long>(tiles, multiprocessors_) : tiles),
+                    1, 1};
+        }
         return {static_cast<unsigned>(ceil_div(run.seq, tiles_.block_m)), static_cast<unsigned>(run.heads),
                 static_cast<unsigned>(run.batch * tiles_.kv_splits)};
     }
@@ -406,6 +422,7 @@ void AttentionForwardOp::pack_args(const OpCall& call, ArgVisitor& visitor) cons
     visitor.visit_ptr(call.output);
     visitor.visit_ptr(non_null(call.params[0], "lse"));
     visitor.visit_ptr(tiles_.kv_splits > 1 ? non_null(call.params[1], "partials") : nullptr);
+    if (tiles_.sm90) visitor.visit_i32(run.batch);
     for (int v : {run.heads, run.kv_heads, run.seq, run.kv_seq, tiles_.kv_splits}) visitor.visit_i32(v);
     visitor.visit_f32(scale_);
     const auto strides = [&](const AttentionStrides& t) {

@@ -1,14 +1,18 @@
 // The attention op without a GPU: the problem's checks, tiles, dispatch, how a call's tensors
 // become the kernel's arguments, the float64 reference on cases worked by hand, the host's
 // 16-bit conversions, which key tiles a block and a Hopper consumer warpgroup visit
-// (kjit/attention/key_tiles.cuh, the kernels' own definition), and every shipped configuration
+// (kjit/attention/key_tiles.cuh, the kernels' own definition), which query tiles a persistent
+// block takes (kjit/attention/persistent_schedule.cuh, likewise), and every shipped configuration
 // through NVRTC.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -18,6 +22,7 @@
 #include <kjit/tuning.hpp>
 
 #include "kjit/attention/key_tiles.cuh"
+#include "kjit/attention/persistent_schedule.cuh"
 #include "ops/op_test_support.hpp"
 #include "support.hpp"
 
@@ -65,7 +70,8 @@ TEST_CASE("attention tiles: shared memory, the limits they are checked against, 
     CHECK(AttentionTiles{128, 128, true}.threads() == 384);  // two consumer warpgroups and the producer
     CHECK(AttentionTiles{64, 128, true}.threads() == 256);
     // Q, two stages of K and V, alignment slack, nine mbarriers.
-    CHECK(AttentionTiles{128, 128, true}.shared_bytes(128) == (128 + 4 * 128) * 128 * 2 + 1024 + 72);
+    // Two Q tiles (the next query tile's loads), two stages of K and of V, 12 barriers.
+    CHECK(AttentionTiles{128, 128, true}.shared_bytes(128) == (2 * 128 + 4 * 128) * 128 * 2 + 1024 + 96);
     CHECK(AttentionTiles{192, 128, true}.threads() == 512);
     for (const auto& t : AttentionTiles::configurations())
         for (int d : {64, 96, 128})
@@ -119,7 +125,7 @@ TEST_CASE("attention dispatch: whole multiprocessors busy, tiles that fit the de
     CHECK(dispatch_attention(narrow_small, h100) == AttentionTiles{128, 128, true});
     CHECK(dispatch_attention(odd, h100) == AttentionTiles{128, 128});
     CHECK(says(attention_dispatch_reason(odd, h100), "the wgmma mainloop takes head dims 64 and 128 only"));
-    CHECK(says(attention_dispatch_reason(big, h100), "TMA + wgmma mainloop (sm_90a), 128 query rows a block"));
+    CHECK(says(attention_dispatch_reason(big, h100), "TMA + wgmma mainloop (sm_90a), 128 query rows a query tile"));
     // Elsewhere the sm80 mainloop, 128 keys a step where shared memory holds them.
     CHECK(dispatch_attention(big, a100) == AttentionTiles{128, 64});
     CHECK(dispatch_attention(big, a6000) == AttentionTiles{128, 32});  // 99 KB of shared memory
@@ -222,6 +228,89 @@ TEST_CASE("the attention op packs q, k, v, o, lse, the sizes and each tensor's s
     CHECK(r2.i(23) == 8 * 128);
 }
 
+TEST_CASE("the Hopper attention op launches a persistent grid: at most a block a multiprocessor") {
+    const Shape q{2, 8, 1000, 128}, kv{2, 8, 1000, 128};  // 8 query tiles of 128 rows a head: 128 in all
+    const std::array<ShapeView, 3> shapes{q, kv, kv};
+    CHECK(AttentionForwardOp(Scalar::bf16, 128, false, {128, 128, true}, AttentionLayout::bhsd, 0, 132)
+              .grid_for_launch(0, shapes, q) == Dims{128, 1, 1});  // fewer tiles than multiprocessors
+    CHECK(AttentionForwardOp(Scalar::bf16, 128, false, {128, 128, true}, AttentionLayout::bhsd, 0, 100)
+              .grid_for_launch(0, shapes, q) == Dims{100, 1, 1});
+    CHECK(AttentionForwardOp(Scalar::bf16, 128, false, {128, 128, true, 3}, AttentionLayout::bhsd, 0, 1000)
+              .grid_for_launch(0, shapes, q) == Dims{384, 1, 1});  // every tile in 3 key shares
+    const AttentionForwardOp unbounded(Scalar::bf16, 128, false, {128, 128, true});
+    CHECK(unbounded.multiprocessors() == 0);
+    CHECK(unbounded.grid_for_launch(0, shapes, q) == Dims{128, 1, 1});  // 0: a block a query tile
+    CHECK(unbounded.with_tiles({64, 128, true})->grid_for_launch(0, shapes, q) == Dims{256, 1, 1});
+    CHECK(AttentionForwardOp(Scalar::bf16, 128, false, {128, 128, true}, AttentionLayout::bhsd, 0, 7)
+              .with_tiles({64, 128, true})
+              ->multiprocessors() == 7);
+    CHECK(says(error_of([] {
+                   AttentionForwardOp(Scalar::bf16, 128, false, {128, 128, true}, AttentionLayout::bhsd, 0, -1);
+               }),
+               "must be the device's count"));
+    // sm80 tiles keep a block a query tile, whatever the count.
+    CHECK(AttentionForwardOp(Scalar::bf16, 128, false, {128, 64}, AttentionLayout::bhsd, 0, 100)
+              .grid_for_launch(0, shapes, q) == Dims{8, 8, 2});
+}
+
+namespace {
+/// What PersistentSchedule<BLOCK_M, CAUSAL> gives a grid of `blocks`: "" where every query tile
+/// goes to exactly one block with its own key/value head, else the first that did not; and the
+/// busiest block's key tiles (key_tiles.cuh's count) over the mean.
+template <int BLOCK_M, int BLOCK_N, bool CAUSAL>
+std::pair<std::string, double> persistent_run(int batch, int heads, int kv_heads, int seq, int splits, int blocks) {
+    const auto schedule = attention::PersistentSchedule<BLOCK_M, CAUSAL>::of(batch, heads, kv_heads, seq, splits,
+                                                                             blocks);
+    std::map<std::tuple<int, int, int, int>, int> taken;  // (first row, head, batch, share): how often
+    std::vector<long long> keys(blocks);
+    std::string wrong;
+    for (int b = 0; b < blocks; ++b)
+        schedule.for_each(b, [&](attention::TileIndex t) {
+            const attention::Work w = schedule.work(t);
+            ++taken[{w.m0, w.head, w.batch, w.split}];
+            if (w.kv_head != w.head / (heads / kv_heads) || w.splits != splits)
+                wrong = fmt::format("tile at row {} of head {} has key/value head {}", w.m0, w.head, w.kv_head);
+            keys[b] += attention::key_tiles<BLOCK_M, BLOCK_N, CAUSAL>(w, seq, seq).count();
+        });
+    for (int m0 = 0; m0 < seq; m0 += BLOCK_M)
+        for (int h = 0; h < heads; ++h)
+            for (int z = 0; z < batch; ++z)
+                for (int share = 0; share < splits; ++share)
+                    if (const auto it = taken.find({m0, h, z, share}); it == taken.end() || it->second != 1)
+                        wrong = fmt::format("tile at row {} of head {}, batch {}, share {} taken {} times", m0, h, z,
+                                            share, it == taken.end() ? 0 : it->second);
+    if (taken.size() != static_cast<std::size_t>(kjit::ceil_div(seq, BLOCK_M) * heads * batch * splits))
+        wrong = fmt::format("{} tiles taken", taken.size());
+    long long most = 0, all = 0;
+    for (const long long k : keys) most = std::max(most, k), all += k;
+    return {wrong, all ? static_cast<double>(most) * blocks / all : 1.0};
+}
+}  // namespace
+
+TEST_CASE("a persistent grid takes every query tile once, and causal work about evenly whatever its size") {
+    for (const int seq : {1, 100, 192, 193, 700, 1300, 2048})
+        for (const auto& [heads, kv_heads] : {std::pair{1, 1}, {3, 1}, {4, 2}, {15, 5}})
+            for (const int batch : {1, 2, 3})
+                for (const int splits : {1, 3})
+                    for (const int blocks : {1, 2, 3, 5, 132}) {
+                        CAPTURE(seq);
+                        CAPTURE(heads);
+                        CAPTURE(batch);
+                        CAPTURE(splits);
+                        CAPTURE(blocks);
+                        CHECK(persistent_run<192, 128, true>(batch, heads, kv_heads, seq, splits, blocks).first == "");
+                        CHECK(persistent_run<128, 128, true>(batch, heads, kv_heads, seq, splits, blocks).first == "");
+                        CHECK(persistent_run<128, 64, false>(batch, heads, kv_heads, seq, splits, blocks).first == "");
+                    }
+    // The bench's S = 2k problems on an H100's 132 blocks. Causal D64 has 11 tiles of 192 rows a head:
+    // pairs within a head left the middle one alone, and a stride of 132 (a multiple of 6) gave 22
+    // blocks only those, the busiest 1.12x the mean.
+    CHECK(persistent_run<192, 128, true>(59, 32, 32, 2048, 1, 132).second < 1.01);
+    CHECK(persistent_run<128, 128, true>(59, 16, 16, 2048, 1, 132).second < 1.02);
+    CHECK(persistent_run<128, 128, false>(30, 16, 16, 2048, 1, 132).second < 1.02);
+    CHECK(persistent_run<192, 128, true>(500, 8, 8, 576, 1, 132).second < 1.02);  // 3 tiles a head
+}
+
 TEST_CASE("grouped query heads run packed: one head of a group's rows, K and V read once for the group") {
     // [B, H, S, D] without a causal mask: head h = 4·hk + g's row i is row g·S + i of head hk.
     const AttentionShape gqa{.batch = 2, .heads = 8, .kv_heads = 2, .seq = 3, .kv_seq = 700, .head_dim = 128};
@@ -287,8 +376,8 @@ TEST_CASE("grouped query heads run packed: one head of a group's rows, K and V r
     const AttentionShape decode{.batch = 1, .heads = 32, .kv_heads = 8, .seq = 1, .kv_seq = 8192, .head_dim = 128};
     CHECK(dispatch_attention(decode, h100) == AttentionTiles{128, 128, true, 16});
     CHECK(says(attention_dispatch_reason(decode, h100, AttentionLayout::bshd),
-               "(8 blocks for 132 multiprocessors, the 4 query heads of each key/value head packed into one head of 4 "
-               "rows)"));
+               "(8 query tiles for 132 multiprocessors, the 4 query heads of each key/value head packed into one head "
+               "of 4 rows, a persistent block each at most)"));
     AttentionShape causal_decode = decode;
     causal_decode.causal = true;  // unpacked: 32 blocks; the one query sees one key
     CHECK(dispatch_attention(causal_decode, h100).kv_splits == 1);

@@ -109,11 +109,13 @@ TEST_CASE("flash_attention2_forward matches float64 on every configuration: ragg
                     } catch (const UsageError&) {
                         continue;
                     }
-                    const auto layout = index++ % 2 ? AttentionLayout::bshd : AttentionLayout::bhsd;
+                    const auto layout = index % 2 ? AttentionLayout::bshd : AttentionLayout::bhsd;
+                    // Hopper tiles: a persistent grid of 3 blocks, each taking many query tiles, or the device's.
+                    const int multiprocessors = index++ / 2 % 2 ? 3 : traits.multiprocessors;
                     for (const int splits : {1, 3}) {  // whole, and the keys in 3 shares (split-KV)
                         AttentionTiles split = tiles;
                         split.kv_splits = splits;
-                        const AttentionForwardOp op(dtype, d, causal, split, layout);
+                        const AttentionForwardOp op(dtype, d, causal, split, layout, 0, multiprocessors);
                         for (const Case& c : cases) {
                             const AttentionShape s{c.batch, c.heads, c.kv_heads, c.seq, c.kv_seq, d, causal, dtype};
                             CAPTURE(op.kernel().id());
@@ -142,7 +144,7 @@ TEST_CASE("attention with no keys: O is 0 and the log-sum-exp is minus infinity,
                                        AttentionTiles{64, 64, false, 2}, AttentionTiles{128, 128, true, 2}}) {
         if (tiles.sm90 && !traits.hopper()) continue;
         CAPTURE(attention_config(tiles));
-        const AttentionForwardOp op(Scalar::bf16, 128, true, tiles);
+        const AttentionForwardOp op(Scalar::bf16, 128, true, tiles, AttentionLayout::bhsd, 0, 3);  // 3 blocks
         const Outcome r = run_and_check(
             op, {.batch = 2, .heads = 4, .kv_heads = 2, .seq = 70, .kv_seq = 0, .head_dim = 128, .causal = true},
             device, stream, rng);
