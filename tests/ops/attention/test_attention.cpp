@@ -255,7 +255,7 @@ TEST_CASE("the Hopper attention op launches a persistent grid: at most a block a
 
 namespace {
 /// What PersistentSchedule<BLOCK_M, CAUSAL> gives a grid of `blocks`: "" where every query tile
-/// goes to exactly one block with its own key/value head, else the first that did not; and the
+/// goes to exactly one block with its own key/value head, else the last fault found; and the
 /// busiest block's key tiles (key_tiles.cuh's count) over the mean.
 template <int BLOCK_M, int BLOCK_N, bool CAUSAL>
 std::pair<std::string, double> persistent_run(int batch, int heads, int kv_heads, int seq, int splits, int blocks) {
