@@ -269,6 +269,18 @@ check)  # kjit check --compile-only: every configuration compiled and inspected;
   grep -q "The layer options each op takes" "$dir/help" || fail "kjit check --help lacks each op's layer options"
   ;;
 check-gpu)  # kjit check on the GPU: every configuration against the reference; kernels made wrong on purpose are caught
+  # Depthwise outputs in the last column never stored; add wrong at one element. The edits are
+  # checked before the GPU is asked for, so a kernel rewritten under them fails here on any machine.
+  cp -r "$(dirname "$0")/../kernels_src" "$dir/kernels"
+  break_kernel() {  # break_kernel FILE SED-SCRIPT: the edit must change FILE
+    cp "$dir/kernels/$1" "$dir/before"
+    sed -i "$2" "$dir/kernels/$1"
+    cmp -s "$dir/before" "$dir/kernels/$1" && fail "the edit that breaks $1 on purpose no longer matches it: update cli.sh"
+    return 0
+  }
+  break_kernel conv2d_bn_silu_depthwise_forward.cu \
+    's|^    if (y_bytes == 16) {|    if (ow + PIX >= OW) return;  // made wrong on purpose\n&|'
+  break_kernel add.cu 's|\(y\[img \* y_stride + e\] = a\[img \* a_stride + e\] + b\[img \* b_stride + e\]\);|\1 + (i == 5 ? 1.0f : 0.0f);|'
   if [[ ! -e /dev/nvidia0 ]]; then echo "no GPU here: kjit check's GPU half is checked on one (scripts/gpu-check)"; exit 77; fi
   layer=(--batch 3 --cin 13 --cout 13 --hw 9 7 --kernel-size 3 3 --pad 1 --groups 13)
   expect 0 "$kjit" check conv2d_bn_silu_depthwise_forward "${layer[@]}" --cache-dir "$dir/c"
@@ -277,10 +289,7 @@ check-gpu)  # kjit check on the GPU: every configuration against the reference; 
   expect 0 "$kjit" check add --cache-dir "$dir/c" --json
   contains '"failed": 0'
   contains '"config": "add__f32__256"'
-  # Depthwise outputs in the last column never stored; add wrong at one element: each caught, named.
-  cp -r "$(dirname "$0")/../kernels_src" "$dir/kernels"
-  sed -i 's|^    if (y_bytes == 16) {|    if (ow + PIX >= OW) return;  // made wrong on purpose\n&|' "$dir/kernels/conv2d_bn_silu_depthwise_forward.cu"
-  sed -i 's|y\[i\] = a\[i\] + b\[i\];|y[i] = a[i] + b[i] + (i == 5 ? 1.0f : 0.0f);|' "$dir/kernels/add.cu"
+  # The broken kernels: each fault caught, named.
   expect 1 env KJIT_KERNELS_DIR="$dir/kernels" "$kjit" check conv2d_bn_silu_depthwise_forward "${layer[@]}" \
     --cache-dir "$dir/c"
   contains "outputs never written (still NaN)"
