@@ -101,7 +101,7 @@ std::string attention_dispatch_reason(const AttentionShape& shape, const DeviceT
     if (t.sm90)
         return fmt::format(
             "TMA + wgmma mainloop (sm_90a), {} query rows a query tile, 64 a consumer warpgroup ({} query tiles "
-            "for {} multiprocessors{}, a persistent block each at most), {} keys a step at head_dim {}{}",
+            "for {} multiprocessors, at most one persistent block each{}), {} keys a step at head_dim {}{}",
             t.block_m, blocks(s, t.block_m), traits.multiprocessors, packed, t.block_n, s.head_dim, splits_text(t));
     return fmt::format(
         "mma.sync m16n8k16 mainloop, {} query rows a block ({} blocks for {} multiprocessors{}), {} keys "

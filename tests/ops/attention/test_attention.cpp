@@ -376,8 +376,8 @@ TEST_CASE("grouped query heads run packed: one head of a group's rows, K and V r
     const AttentionShape decode{.batch = 1, .heads = 32, .kv_heads = 8, .seq = 1, .kv_seq = 8192, .head_dim = 128};
     CHECK(dispatch_attention(decode, h100) == AttentionTiles{128, 128, true, 16});
     CHECK(says(attention_dispatch_reason(decode, h100, AttentionLayout::bshd),
-               "(8 query tiles for 132 multiprocessors, the 4 query heads of each key/value head packed into one head "
-               "of 4 rows, a persistent block each at most)"));
+               "(8 query tiles for 132 multiprocessors, at most one persistent block each, the 4 query heads of each "
+               "key/value head packed into one head of 4 rows)"));
     AttentionShape causal_decode = decode;
     causal_decode.causal = true;  // unpacked: 32 blocks; the one query sees one key
     CHECK(dispatch_attention(causal_decode, h100).kv_splits == 1);
