@@ -69,8 +69,7 @@ TEST_CASE("attention tiles: shared memory, the limits they are checked against, 
     CHECK(AttentionTiles{128, 64}.shared_bytes(128) == (128 + 4 * 64) * 136 * 2);
     CHECK(AttentionTiles{128, 128, true}.threads() == 384);  // two consumer warpgroups and the producer
     CHECK(AttentionTiles{64, 128, true}.threads() == 256);
-    // Q, two stages of K and V, alignment slack, nine mbarriers.
-    // Two Q tiles (the next query tile's loads), two stages of K and of V, 12 barriers.
+    // Two Q tiles (the next query tile's loads), two stages of K and of V, 12 barriers, alignment slack.
     CHECK(AttentionTiles{128, 128, true}.shared_bytes(128) == (2 * 128 + 4 * 128) * 128 * 2 + 1024 + 96);
     CHECK(AttentionTiles{192, 128, true}.threads() == 512);
     for (const auto& t : AttentionTiles::configurations())
