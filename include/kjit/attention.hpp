@@ -37,6 +37,9 @@ struct AttentionShape {
     /// Floating-point operations of the two matmuls: 4·B·H·S·SK·D, over the pairs a causal
     /// mask keeps.
     [[nodiscard]] double flops() const;
+    /// Query tiles of `block_m` rows over every head and batch entry: the blocks of a grid of a
+    /// block a tile, before split-KV's shares.
+    [[nodiscard]] long long query_tiles(int block_m) const;
     /// Key tiles of `block_n` keys the longest query row sees (causal: row i sees keys 0 … i):
     /// what split-KV shares out.
     [[nodiscard]] int key_tiles(int block_n) const;

@@ -54,6 +54,8 @@ double AttentionShape::flops() const {
     return 4.0 * batch * heads * pairs * head_dim;
 }
 
+long long AttentionShape::query_tiles(int block_m) const { return ceil_div<long long>(seq, block_m) * heads * batch; }
+
 int AttentionShape::key_tiles(int block_n) const {
     const int keys = causal ? std::min(seq, kv_seq) : kv_seq;  // the last row's, which sees the most
     return ceil_div(keys, block_n);
@@ -356,8 +358,7 @@ Dims AttentionForwardOp::grid_for_launch(std::size_t launch, std::span<const Sha
     if (launch == 0) {  // the query tiles of the (packed) heads, batch entries and key shares
         const AttentionShape run = shape_of(in).as_run(layout_);
         if (tiles_.sm90) {  // kjit/attention/tile_scheduler.cuh: every gridDim.x-th query tile a block
-            const long long tiles = ceil_div<long long>(run.seq, tiles_.block_m) * run.heads * run.batch *
-                                    tiles_.kv_splits;
+            const long long tiles = run.query_tiles(tiles_.block_m) * tiles_.kv_splits;
             require(tiles <= INT32_MAX,
                     "attention of {} query tiles of {} rows is over the kernel's {}: split the batch", tiles,
                     tiles_.block_m, INT32_MAX);

@@ -8,7 +8,6 @@
 #include <kjit/tuning.hpp>
 
 #include "jit/log.hpp"
-#include "kjit/ceil_div.cuh"
 #include "ops/op_checks.hpp"
 
 namespace kjit {
@@ -16,11 +15,6 @@ namespace kjit {
 using detail::require;
 
 namespace {
-/// Blocks a grid of `block_m`-row query tiles launches.
-long long blocks(const AttentionShape& s, int block_m) {
-    return ceil_div<long long>(s.seq, block_m) * s.heads * s.batch;
-}
-
 /// ", the keys split in N shares (N blocks each, added up by a second kernel)" where they are.
 std::string splits_text(const AttentionTiles& t) {
     return t.kv_splits > 1 ? fmt::format(
@@ -43,7 +37,7 @@ AttentionTiles fitted(int block_m, const AttentionShape& s, const DeviceTraits& 
 int attention_kv_splits(const AttentionShape& shape, const AttentionTiles& t, const DeviceTraits& traits,
                         AttentionLayout layout) {
     const AttentionShape s = shape.as_run(layout);
-    const long long grid = blocks(s, t.block_m);
+    const long long grid = s.query_tiles(t.block_m);
     if (grid * 2 > traits.multiprocessors) return 1;  // at least half a wave already
     // Enough shares for about one wave. Where a head's queries do not fill one query tile
     // (decoding) a share may be one key tile: one query against 5000 keys in 8 heads took 16.2 µs
@@ -67,12 +61,12 @@ AttentionTiles unsplit_tiles(const AttentionShape& s, const DeviceTraits& traits
     // with 64 keys; at head dim 64, whose softmax weighs more against its matmuls, 192 rows (three
     // consumers taking turns) ran 1.06–1.20× 128 rows, where the grid still fills the device.
     if (traits.hopper() && s.head_dim % 64 == 0) {
-        const bool three_consumers = s.head_dim == 64 && blocks(s, 192) >= traits.multiprocessors;
+        const bool three_consumers = s.head_dim == 64 && s.query_tiles(192) >= traits.multiprocessors;
         const AttentionTiles hopper{three_consumers ? 192 : 128, 128, true};
         if (hopper.shared_bytes(s.head_dim) <= static_cast<unsigned>(traits.max_shared_bytes)) return hopper;
     }
     // 128 query rows a block (8 warps) unless that leaves multiprocessors idle: then 64.
-    const int block_m = blocks(s, 128) >= traits.multiprocessors ? 128 : 64;
+    const int block_m = s.query_tiles(128) >= traits.multiprocessors ? 128 : 64;
     return fitted(block_m, s, traits);
 }
 }  // namespace
@@ -102,11 +96,11 @@ std::string attention_dispatch_reason(const AttentionShape& shape, const DeviceT
         return fmt::format(
             "TMA + wgmma mainloop (sm_90a), {} query rows a query tile, 64 a consumer warpgroup ({} query tiles "
             "for {} multiprocessors, at most one persistent block each{}), {} keys a step at head_dim {}{}",
-            t.block_m, blocks(s, t.block_m), traits.multiprocessors, packed, t.block_n, s.head_dim, splits_text(t));
+            t.block_m, s.query_tiles(t.block_m), traits.multiprocessors, packed, t.block_n, s.head_dim, splits_text(t));
     return fmt::format(
         "mma.sync m16n8k16 mainloop, {} query rows a block ({} blocks for {} multiprocessors{}), {} keys "
         "a step at head_dim {}{}{}",
-        t.block_m, blocks(s, t.block_m), traits.multiprocessors, packed, t.block_n, s.head_dim,
+        t.block_m, s.query_tiles(t.block_m), traits.multiprocessors, packed, t.block_n, s.head_dim,
         traits.hopper() ? " (the wgmma mainloop takes head dims 64 and 128 only)" : "", splits_text(t));
 }
 

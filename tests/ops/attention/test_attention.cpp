@@ -45,8 +45,9 @@ TEST_CASE("an attention problem says what no kernel supports, and counts its wor
     CHECK_NOTHROW(s.validate());
     CHECK(s.key() == "b2_h8_hk2_s100_sk300_d128_bf16");
     CHECK(s.flops() == doctest::Approx(4.0 * 2 * 8 * 100 * 300 * 128));
-    CHECK(s.key_tiles(128) == 3);  // 300 keys
-    s.causal = true;               // row i sees min(i + 1, 300) keys: 1 + 2 + … + 100
+    CHECK(s.key_tiles(128) == 3);           // 300 keys
+    CHECK(s.query_tiles(64) == 2 * 8 * 2);  // 100 rows: 2 tiles a head
+    s.causal = true;                        // row i sees min(i + 1, 300) keys: 1 + 2 + … + 100
     CHECK(s.key() == "b2_h8_hk2_s100_sk300_d128_bf16_causal");
     CHECK(s.flops() == doctest::Approx(4.0 * 2 * 8 * 5050 * 128));
     CHECK(s.key_tiles(64) == 2);  // the last row sees 100 keys
