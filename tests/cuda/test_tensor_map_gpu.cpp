@@ -1,12 +1,20 @@
 // TMA tensor maps encoded by the driver: in the context that owns the tensor, whichever context
-// the calling thread has current (none, on a thread kjit never used).
+// the calling thread has current (none, on a thread kjit never used); a box stored through one
+// lands at its coordinates, clipped at the tensor's edges, and a plain kernel reads it back.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <random>
 #include <thread>
+#include <vector>
 
+#include <kjit/args.hpp>
 #include <kjit/driver.hpp>
 #include <kjit/error.hpp>
+#include <kjit/kernel.hpp>
+#include <kjit/runtime.hpp>
 #include <kjit/tensor_map.hpp>
 
 using namespace kjit;
@@ -44,4 +52,99 @@ TEST_CASE("tensor maps: the driver encodes a tensor's map from any thread, and r
     alignas(16) static float host[1024 * 64];
     const TiledTensorMap stray{host, dims, strides, box};
     CHECK_THROWS_WITH_AS((void)stray.encode(), doctest::Contains("cuPointerGetAttribute"), CudaError);
+}
+
+namespace {
+
+// Block b stages a 32 × 32 tile from `tiles` (plain shared stores), then one thread stores it
+// through the map at box b's coordinates; TMA drops what falls outside the tensor.
+constexpr const char* store_boxes_source = R"(
+#include "kjit/ptx_sm90.cuh"
+__device__ void store_boxes(const kjit::TensorMap& map, const float* tiles, const int* corners)
+{
+    __shared__ __align__(128) float tile[32 * 32];
+    for (int i = threadIdx.x; i < 32 * 32; i += blockDim.x) tile[i] = tiles[blockIdx.x * 32 * 32 + i];
+    kjit::fence_proxy_async();  // the stores above, before TMA reads the tile
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        kjit::tma_store(map, kjit::shared_address(tile), corners[2 * blockIdx.x], corners[2 * blockIdx.x + 1]);
+        kjit::tma_store_commit();
+        kjit::tma_store_wait();
+    }
+}
+)";
+
+// Plain loads of every element: what a consumer of a TMA-stored activation does.
+constexpr const char* copy_source = R"(
+__device__ void copy_floats(const float* in, float* out, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = in[i];
+}
+)";
+
+}  // namespace
+
+TEST_CASE("a box stored through a tensor map lands at its coordinates, clipped at the tensor's edges") {
+    const Device device = Device::get(0);
+    if (device.arch() != Arch(9, 0)) {
+        MESSAGE("TMA stores are compiled for sm_90a, whose cubins load on 9.0 devices only: not on this one");
+        return;
+    }
+    // 50 rows of 40 floats, rows 48 floats apart, and 2 guard rows after: what TMA may write is
+    // columns 0–39 of rows 0–49; the row padding and the guard keep their poison.
+    constexpr int cols = 40, rows = 50, pitch = 48, buffer_rows = rows + 2;
+    const int corners[] = {24, 30, -8, -4};  // one box over the far corner, one over the near one
+    std::mt19937 rng{std::random_device{}()};
+    std::uniform_real_distribution<float> value(-2, 2);
+    std::vector<float> tiles(2 * 32 * 32);
+    for (auto& v : tiles) v = value(rng);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> out(buffer_rows * pitch, nan);
+
+    Stream stream(device);
+    DeviceBuffer d_out(device, out.size() * 4), d_tiles(device, tiles.size() * 4), d_corners(device, sizeof corners),
+        d_copy(device, out.size() * 4);
+    d_out.upload(std::span<const float>(out));
+    d_tiles.upload(std::span<const float>(tiles));
+    d_corners.upload(std::span<const int>(corners));
+    const std::uint64_t dims[] = {cols, rows}, strides[] = {pitch * 4};
+    const std::uint32_t box[] = {32, 32};
+    const TensorMap map = TiledTensorMap{d_out.as<float>(), dims, strides, box, TensorMapSwizzle::none}.encode();
+
+    const Kernel store(
+        KernelSpec{"store_boxes",
+                   {},
+                   {{"map", {Scalar::tensor_map}}, {"tiles", {Scalar::f32, true}}, {"corners", {Scalar::i32, true}}},
+                   128,
+                   0,
+                   Arch::parse("sm_90a")},
+        store_boxes_source);
+    const Arg store_args[] = {map, d_tiles.as<float>(), d_corners.as<int>()};
+    store.launch(stream, {.grid = {2}, .block = {128}}, store_args);
+    const Kernel copy(
+        KernelSpec{
+            "copy_floats", {}, {{"in", {Scalar::f32, true}}, {"out", {Scalar::f32, true}}, {"n", {Scalar::i32}}}},
+        copy_source);
+    const Arg copy_args[] = {d_out.as<float>(), d_copy.as<float>(), static_cast<std::int32_t>(out.size())};
+    copy.launch(stream, {.grid = {8}, .block = {256}}, copy_args);
+    stream.synchronize();
+    d_copy.download(std::span<float>(out));
+
+    // Element (row, col) holds box b's (row − corner_row, col − corner_col) where that is inside
+    // box b and (row, col) inside the tensor; every other element is still NaN.
+    int wrong = 0, written = 0;
+    for (int row = 0; row < buffer_rows; ++row)
+        for (int col = 0; col < pitch; ++col) {
+            float expected = nan;
+            for (int b = 0; b < 2; ++b) {
+                const int r = row - corners[2 * b + 1], c = col - corners[2 * b];
+                if (row < rows && col < cols && r >= 0 && r < 32 && c >= 0 && c < 32)
+                    expected = tiles[(b * 32 + r) * 32 + c];
+            }
+            const float got = out[row * pitch + col];
+            written += !std::isnan(got);
+            wrong += std::isnan(expected) ? !std::isnan(got) : got != expected;
+        }
+    CHECK(written == 16 * 20 + 24 * 28);  // the far box keeps 16 × 20 of its elements, the near one 24 × 28
+    CHECK(wrong == 0);
 }
