@@ -1,9 +1,8 @@
 // TMA tensor maps encoded by the driver: in the context that owns the tensor, whichever context
-// the calling thread has current (none, on a thread kjit never used); a box stored through one
-// lands at its coordinates, clipped at the tensor's edges, and a plain kernel reads it back.
+// the calling thread has current (none, on a thread kjit never used); boxes stored through one
+// land at their coordinates, clipped at the tensor's edges, and a plain kernel reads them back.
 #include <doctest/doctest.h>
 
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -14,6 +13,7 @@
 #include <kjit/driver.hpp>
 #include <kjit/error.hpp>
 #include <kjit/kernel.hpp>
+#include <kjit/output_check.hpp>
 #include <kjit/runtime.hpp>
 #include <kjit/tensor_map.hpp>
 
@@ -84,22 +84,31 @@ __device__ void copy_floats(const float* in, float* out, int n)
 
 }  // namespace
 
-TEST_CASE("a box stored through a tensor map lands at its coordinates, clipped at the tensor's edges") {
+TEST_CASE("boxes stored through a tensor map land at their coordinates, clipped at the tensor's edges") {
     const Device device = Device::get(0);
     if (device.arch() != Arch(9, 0)) {
         MESSAGE("TMA stores are compiled for sm_90a, whose cubins load on 9.0 devices only: not on this one");
         return;
     }
-    // 50 rows of 40 floats, rows 48 floats apart, and 2 guard rows after: what TMA may write is
-    // columns 0–39 of rows 0–49; the row padding and the guard keep their poison.
-    constexpr int cols = 40, rows = 50, pitch = 48, buffer_rows = rows + 2;
-    const int corners[] = {24, 30, -8, -4};  // one box over the far corner, one over the near one
+    // 50 rows of 40 floats, rows 48 floats apart, then 2 guard rows, all NaN. Four 32 × 32 boxes
+    // tile a 64 × 64 square from (−8, −6): each crosses two of the tensor's edges, and together
+    // they cover every element once, so what TMA keeps of them is exactly the tensor.
+    constexpr int cols = 40, rows = 50, pitch = 48;
+    const int corners[] = {-8, -6, 24, -6, -8, 26, 24, 26};  // (column, row) of each box's first element
     std::mt19937 rng{std::random_device{}()};
     std::uniform_real_distribution<float> value(-2, 2);
-    std::vector<float> tiles(2 * 32 * 32);
+    std::vector<float> tiles(4 * 32 * 32);
     for (auto& v : tiles) v = value(rng);
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    std::vector<float> out(buffer_rows * pitch, nan);
+    std::vector<double> expected(rows * cols);
+    for (int b = 0; b < 4; ++b)
+        for (int r = 0; r < 32; ++r)
+            for (int c = 0; c < 32; ++c) {
+                const int row = corners[2 * b + 1] + r, col = corners[2 * b] + c;
+                if (row >= 0 && row < rows && col >= 0 && col < cols)
+                    expected[row * cols + col] = tiles[(b * 32 + r) * 32 + c];
+            }
+    const OutputLayout layout{rows, cols, pitch, 2 * pitch};
+    std::vector<float> out(layout.elements(), std::numeric_limits<float>::quiet_NaN());
 
     Stream stream(device);
     DeviceBuffer d_out(device, out.size() * 4), d_tiles(device, tiles.size() * 4), d_corners(device, sizeof corners),
@@ -120,7 +129,7 @@ TEST_CASE("a box stored through a tensor map lands at its coordinates, clipped a
                    Arch::parse("sm_90a")},
         store_boxes_source);
     const Arg store_args[] = {map, d_tiles.as<float>(), d_corners.as<int>()};
-    store.launch(stream, {.grid = {2}, .block = {128}}, store_args);
+    store.launch(stream, {.grid = {4}, .block = {128}}, store_args);
     const Kernel copy(
         KernelSpec{
             "copy_floats", {}, {{"in", {Scalar::f32, true}}, {"out", {Scalar::f32, true}}, {"n", {Scalar::i32}}}},
@@ -130,21 +139,10 @@ TEST_CASE("a box stored through a tensor map lands at its coordinates, clipped a
     stream.synchronize();
     d_copy.download(std::span<float>(out));
 
-    // Element (row, col) holds box b's (row − corner_row, col − corner_col) where that is inside
-    // box b and (row, col) inside the tensor; every other element is still NaN.
-    int wrong = 0, written = 0;
-    for (int row = 0; row < buffer_rows; ++row)
-        for (int col = 0; col < pitch; ++col) {
-            float expected = nan;
-            for (int b = 0; b < 2; ++b) {
-                const int r = row - corners[2 * b + 1], c = col - corners[2 * b];
-                if (row < rows && col < cols && r >= 0 && r < 32 && c >= 0 && c < 32)
-                    expected = tiles[(b * 32 + r) * 32 + c];
-            }
-            const float got = out[row * pitch + col];
-            written += !std::isnan(got);
-            wrong += std::isnan(expected) ? !std::isnan(got) : got != expected;
-        }
-    CHECK(written == 16 * 20 + 24 * 28);  // the far box keeps 16 × 20 of its elements, the near one 24 × 28
-    CHECK(wrong == 0);
+    // Copies are exact: tolerance 0. Every element of the tensor written, the row padding and the
+    // guard not.
+    const OutputCheck check = check_output(out, expected, layout, 0);
+    const std::size_t shape[] = {rows, cols};
+    CAPTURE(describe_faults(check, shape));
+    CHECK(check.passed());
 }
